@@ -1,0 +1,53 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Overrides;
+
+/// berth: a Kubernetes CRI v1 container runtime.
+#[derive(Debug, Parser)]
+#[command(name = "berthd", version, about)]
+pub struct Cli {
+    /// Config file [default: /etc/berth/runtime-config.toml; built-in
+    /// defaults when that file is absent]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Unix socket to serve CRI on (overrides `listen`)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub listen: Option<PathBuf>,
+
+    /// Directory for persistent data (overrides `root_dir`)
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Directory for runtime state (overrides `state_dir`)
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+
+    /// Log filter, e.g. `debug` or `berthd=trace` (overrides RUST_LOG and `log_level`)
+    #[arg(long, global = true, value_name = "FILTER")]
+    pub log_level: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the effective configuration as TOML and exit
+    Config,
+}
+
+impl Cli {
+    /// The config values the flags replace.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            listen: self.listen.clone(),
+            root_dir: self.root.clone(),
+            state_dir: self.state.clone(),
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The daemon's configuration: `runtime-config.toml`, its defaults, and how
+//! command-line flags override it.
+//!
+//! Every key is checked: an unknown key or a bad value stops start-up with an
+//! error naming the file, the key and what is allowed, so a typo never turns
+//! silently into a default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup_driver::CgroupDriverSetting;
+
+/// Where berthd looks for its config when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/berth/runtime-config.toml";
+
+/// Errors reading or validating the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid config ({origin}): key `{key}` {problem}")]
+    Invalid {
+        origin: String,
+        key: &'static str,
+        problem: String,
+    },
+}
+
+/// The whole configuration, as written in `runtime-config.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Unix socket the CRI services listen on.
+    pub listen: PathBuf,
+    /// Persistent data: images, unpacked layers, container metadata.
+    pub root_dir: PathBuf,
+    /// Runtime state that a reboot may discard: sockets, pinned namespaces.
+    pub state_dir: PathBuf,
+    /// Log filter used when neither `--log-level` nor `RUST_LOG` is set.
+    pub log_level: LogLevel,
+    /// Which cgroup manager to use and to report to kubelet.
+    pub cgroup_driver: CgroupDriverSetting,
+    /// Parent cgroup for sandboxes whose `CgroupParent` is empty. When
+    /// absent it follows the driver: `/berth` (cgroupfs) or `system.slice` (systemd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_cgroup_parent: Option<String>,
+    pub cni: CniConfig,
+    pub registry: RegistryConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: PathBuf::from("/run/berth/berth.sock"),
+            root_dir: PathBuf::from("/var/lib/berth"),
+            state_dir: PathBuf::from("/run/berth"),
+            log_level: LogLevel::Info,
+            cgroup_driver: CgroupDriverSetting::Auto,
+            default_cgroup_parent: None,
+            cni: CniConfig::default(),
+            registry: RegistryConfig::default(),
+        }
+    }
+}
+
+/// Log levels accepted in the config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The level as a `tracing` filter directive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+/// CNI plugin configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CniConfig {
+    /// Directory holding network configs (`*.conf`, `*.conflist`, `*.json`).
+    pub conf_dir: PathBuf,
+    /// Directories searched, in order, for plugin binaries.
+    pub bin_dirs: Vec<PathBuf>,
+}
+
+impl Default for CniConfig {
+    fn default() -> Self {
+        Self {
+            conf_dir: PathBuf::from("/etc/cni/net.d"),
+            bin_dirs: vec![PathBuf::from("/usr/lib/cni"), PathBuf::from("/opt/cni/bin")],
+        }
+    }
+}
+
+/// How image references map to the registries actually contacted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// Hosts (`host` or `host:port`) spoken to over plain HTTP. Registries on
+    /// `localhost` and `127.0.0.1` always may use plain HTTP.
+    pub insecure_hosts: Vec<String>,
+    /// Mirrors per upstream host, keyed by the host in the image reference
+    /// (`docker.io`, `registry.k8s.io`, ...).
+    pub mirrors: BTreeMap<String, MirrorConfig>,
+}
+
+/// The mirrors of one upstream registry host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MirrorConfig {
+    /// Mirror endpoints tried in order, as URLs (`http://localhost:5000`,
+    /// `https://mirror.example.com`).
+    pub endpoints: Vec<String>,
+    /// Whether the upstream host is tried after every mirror failed. Off by
+    /// default: an unusable mirror is an error, never silent upstream traffic.
+    pub fallback_to_upstream: bool,
+}
+
+/// Values given on the command line; each one set replaces the config's.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<PathBuf>,
+    pub root_dir: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Where the effective config came from, for the start-up log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    BuiltInDefaults { absent: PathBuf },
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::File(path) => write!(f, "config file {}", path.display()),
+            ConfigSource::BuiltInDefaults { absent } => {
+                write!(f, "built-in defaults ({} is absent)", absent.display())
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Loads the config. An explicit path must exist; the default path may be
+    /// absent, and then the built-in defaults apply.
+    pub fn load(explicit: Option<&Path>) -> Result<(Self, ConfigSource), ConfigError> {
+        let path = explicit.unwrap_or(Path::new(DEFAULT_CONFIG_PATH));
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let config = Self::parse(&text, path)?;
+                Ok((config, ConfigSource::File(path.to_path_buf())))
+            }
+            Err(err) if explicit.is_none() && err.kind() == std::io::ErrorKind::NotFound => Ok((
+                Self::default(),
+                ConfigSource::BuiltInDefaults {
+                    absent: path.to_path_buf(),
+                },
+            )),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses and validates config text; `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|err| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: err.to_string().trim_end().to_string(),
+        })?;
+        config.validate(&path.display().to_string())?;
+        Ok(config)
+    }
+
+    /// Applies command-line overrides and re-validates the result.
+    pub fn with_overrides(mut self, overrides: &Overrides) -> Result<Self, ConfigError> {
+        if let Some(listen) = &overrides.listen {
+            self.listen = listen.clone();
+        }
+        if let Some(root) = &overrides.root_dir {
+            self.root_dir = root.clone();
+        }
+        if let Some(state) = &overrides.state_dir {
+            self.state_dir = state.clone();
+        }
+        self.validate("command line")?;
+        Ok(self)
+    }
+
+    /// Checks what serde's types cannot express.
+    fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key, problem: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            key,
+            problem,
+        };
+        for (key, path) in [
+            ("listen", &self.listen),
+            ("root_dir", &self.root_dir),
+            ("state_dir", &self.state_dir),
+            ("cni.conf_dir", &self.cni.conf_dir),
+        ] {
+            if !path.is_absolute() {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "must be an absolute path, got {:?}",
+                        path.display().to_string()
+                    ),
+                ));
+            }
+        }
+        if let Some(parent) = &self.default_cgroup_parent {
+            if parent.is_empty() {
+                return Err(invalid(
+                    "default_cgroup_parent",
+                    "must not be empty; omit it to use the driver's default".to_string(),
+                ));
+            }
+        }
+        for (host, mirror) in &self.registry.mirrors {
+            if host.is_empty() || host.contains('/') {
+                return Err(invalid(
+                    "registry.mirrors",
+                    format!("has key {host:?}; keys are registry hosts such as \"docker.io\""),
+                ));
+            }
+            if mirror.endpoints.is_empty() && !mirror.fallback_to_upstream {
+                return Err(invalid(
+                    "registry.mirrors.endpoints",
+                    format!("for {host:?} is empty, which would make every pull from it fail"),
+                ));
+            }
+            for endpoint in &mirror.endpoints {
+                if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                    return Err(invalid(
+                        "registry.mirrors.endpoints",
+                        format!(
+                            "for {host:?} has {endpoint:?}; allowed are URLs starting with http:// or https://"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The config as TOML, for `berthd config`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self)
+            .unwrap_or_else(|err| format!("# cannot render config: {err}\n"))
+    }
+
+    /// The config as JSON for `Status` verbose info. Keys are the TOML keys,
+    /// plus `rootDir`/`stateDir` under the names containerd uses, which
+    /// critest and other tools read.
+    pub fn to_info_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert("rootDir".into(), self.root_dir.display().to_string().into());
+            map.insert(
+                "stateDir".into(),
+                self.state_dir.display().to_string().into(),
+            );
+        }
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/berth/test.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn repo_default_config_matches_built_in_defaults() {
+        let text = include_str!("../../../runtime-config.toml");
+        assert_eq!(parse(text).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_by_name_and_file() {
+        let err = parse("cgroup_drivr = \"cgroupfs\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cgroup_drivr"), "{err}");
+        assert!(err.contains("/etc/berth/test.toml"), "{err}");
+        assert!(
+            err.contains("cgroup_driver"),
+            "should list allowed keys: {err}"
+        );
+    }
+
+    #[test]
+    fn unknown_nested_key_is_rejected() {
+        let err = parse("[cni]\nconfdir = \"/x\"\n").unwrap_err().to_string();
+        assert!(err.contains("confdir"), "{err}");
+    }
+
+    #[test]
+    fn bad_driver_value_lists_allowed_values() {
+        let err = parse("cgroup_driver = \"cgroupv3\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cgroup_driver"), "{err}");
+        for allowed in ["cgroupfs", "systemd", "auto"] {
+            assert!(err.contains(allowed), "{err}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_are_rejected() {
+        let err = parse("state_dir = \"run/berth\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("state_dir"), "{err}");
+    }
+
+    #[test]
+    fn mirrors_parse_and_endpoints_need_a_scheme() {
+        let config =
+            parse("[registry.mirrors.\"docker.io\"]\nendpoints = [\"http://localhost:5000\"]\n")
+                .unwrap();
+        assert_eq!(
+            config.registry.mirrors["docker.io"].endpoints,
+            vec!["http://localhost:5000".to_string()]
+        );
+        assert!(!config.registry.mirrors["docker.io"].fallback_to_upstream);
+
+        let err = parse("[registry.mirrors.\"docker.io\"]\nendpoints = [\"localhost:5000\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("registry.mirrors.endpoints"), "{err}");
+    }
+
+    #[test]
+    fn overrides_replace_paths() {
+        let config = Config::default()
+            .with_overrides(&Overrides {
+                listen: Some("/tmp/x.sock".into()),
+                root_dir: Some("/tmp/root".into()),
+                state_dir: None,
+            })
+            .unwrap();
+        assert_eq!(config.listen, PathBuf::from("/tmp/x.sock"));
+        assert_eq!(config.root_dir, PathBuf::from("/tmp/root"));
+        assert_eq!(config.state_dir, PathBuf::from("/run/berth"));
+        assert!(Config::default()
+            .with_overrides(&Overrides {
+                listen: Some("x.sock".into()),
+                ..Default::default()
+            })
+            .is_err());
+    }
+
+    #[test]
+    fn printed_config_parses_back() {
+        let mut config = Config::default();
+        config.registry.mirrors.insert(
+            "docker.io".into(),
+            MirrorConfig {
+                endpoints: vec!["http://localhost:5000".into()],
+                fallback_to_upstream: false,
+            },
+        );
+        assert_eq!(parse(&config.to_toml()).unwrap(), config);
+    }
+
+    #[test]
+    fn info_json_carries_state_dir() {
+        let json = Config::default().to_info_json();
+        assert_eq!(json["stateDir"], "/run/berth");
+        assert_eq!(json["state_dir"], "/run/berth");
+    }
+
+    #[test]
+    fn missing_default_file_means_built_in_defaults_but_explicit_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.toml");
+        assert!(matches!(
+            Config::load(Some(&missing)),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+}

@@ -1,0 +1,125 @@
+//! Start-up and shutdown: settle the config, bind the socket, serve until
+//! SIGTERM or SIGINT, then remove the socket.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cri_api::v1::image_service_server::ImageServiceServer;
+use cri_api::v1::runtime_service_server::RuntimeServiceServer;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::cgroup_driver::{self, RealHost};
+use crate::config::{Config, ConfigSource};
+use crate::instrument::RpcTraceLayer;
+use crate::listener;
+use crate::server::{CriService, RuntimeContext};
+
+/// kubelet sends and accepts messages up to 16 MiB (large container lists).
+const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// How long in-flight calls may run on after SIGTERM/SIGINT. A client that
+/// never answers the HTTP/2 GOAWAY must not keep berthd alive forever.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    CgroupDriver(#[from] cgroup_driver::SystemdUnavailable),
+    #[error(transparent)]
+    Listen(#[from] listener::ListenError),
+    #[error("cannot create directory {path}: {source}")]
+    CreateDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot install signal handler: {0}")]
+    Signal(std::io::Error),
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// Settles what must hold for the daemon's whole life: today the cgroup driver.
+pub fn build_context(config: Config) -> Result<RuntimeContext, DaemonError> {
+    let cgroup_driver = cgroup_driver::resolve(config.cgroup_driver, &RealHost)?;
+    Ok(RuntimeContext {
+        config,
+        cgroup_driver,
+    })
+}
+
+/// Serves CRI until SIGTERM or SIGINT.
+pub async fn run(context: RuntimeContext, source: &ConfigSource) -> Result<(), DaemonError> {
+    let config = &context.config;
+    for dir in [&config.root_dir, &config.state_dir] {
+        create_dir(dir)?;
+    }
+    let socket = config.listen.clone();
+    let listener = listener::bind(&socket)?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        config = %source,
+        listen = %socket.display(),
+        root = %config.root_dir.display(),
+        state = %config.state_dir.display(),
+        cgroup_driver = context.cgroup_driver.as_str(),
+        "berthd serving"
+    );
+
+    let mut sigterm = signal(SignalKind::terminate()).map_err(DaemonError::Signal)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(DaemonError::Signal)?;
+    let stopping = Arc::new(Notify::new());
+    let shutdown = {
+        let stopping = stopping.clone();
+        async move {
+            let name = tokio::select! {
+                _ = sigterm.recv() => "SIGTERM",
+                _ = sigint.recv() => "SIGINT",
+            };
+            tracing::info!(signal = name, "shutting down: finishing in-flight calls");
+            stopping.notify_one();
+        }
+    };
+
+    let service = CriService::new(context);
+    let serve = tonic::transport::Server::builder()
+        .layer(RpcTraceLayer)
+        .add_service(
+            RuntimeServiceServer::new(service.clone())
+                .max_decoding_message_size(MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(MAX_MESSAGE_SIZE),
+        )
+        .add_service(
+            ImageServiceServer::new(service)
+                .max_decoding_message_size(MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(MAX_MESSAGE_SIZE),
+        )
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
+    let grace_expired = async {
+        stopping.notified().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    let result = tokio::select! {
+        result = serve => result,
+        _ = grace_expired => {
+            tracing::warn!(grace = ?SHUTDOWN_GRACE, "in-flight calls did not finish in time; exiting");
+            Ok(())
+        }
+    };
+
+    if let Err(err) = std::fs::remove_file(&socket) {
+        tracing::warn!(socket = %socket.display(), error = %err, "cannot remove socket");
+    }
+    result?;
+    tracing::info!("berthd stopped");
+    Ok(())
+}
+
+fn create_dir(path: &Path) -> Result<(), DaemonError> {
+    std::fs::create_dir_all(path).map_err(|source| DaemonError::CreateDir {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,13 @@
+//! berthd: the berth CRI v1 runtime daemon.
+//!
+//! `main.rs` only wires these modules together; each has one job.
+
+pub mod cgroup_driver;
+pub mod cli;
+pub mod cni_config;
+pub mod config;
+pub mod daemon;
+pub mod instrument;
+pub mod listener;
+pub mod logging;
+pub mod server;

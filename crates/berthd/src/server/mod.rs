@@ -1,0 +1,53 @@
+//! The CRI gRPC services. Like containerd's `internal/cri/server`, each RPC
+//! family lives in its own file; `runtime_service.rs` and `image_service.rs`
+//! only route the generated traits to them.
+
+mod image_service;
+mod runtime_config;
+mod runtime_service;
+mod status;
+mod version;
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tonic::Status;
+
+use crate::cgroup_driver::CgroupDriver;
+use crate::config::Config;
+
+/// What every handler may read: settled at start-up, never changed after.
+#[derive(Debug)]
+pub struct RuntimeContext {
+    pub config: Config,
+    /// Resolved once from `config.cgroup_driver` (KEP-4033).
+    pub cgroup_driver: CgroupDriver,
+}
+
+/// Serves both CRI services (`RuntimeService` and `ImageService`).
+#[derive(Debug, Clone)]
+pub struct CriService {
+    context: Arc<RuntimeContext>,
+}
+
+impl CriService {
+    pub fn new(context: RuntimeContext) -> Self {
+        Self {
+            context: Arc::new(context),
+        }
+    }
+
+    pub fn context(&self) -> &RuntimeContext {
+        &self.context
+    }
+}
+
+/// The response stream type of server-streaming RPCs.
+pub type ResponseStream<T> =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The error for an RPC berth does not serve yet; it names the RPC so a
+/// client's log says exactly what is missing.
+pub(crate) fn unimplemented(rpc: &str) -> Status {
+    Status::unimplemented(format!("{rpc} is not implemented by berth yet"))
+}

@@ -1,0 +1,262 @@
+//! Routes each `RuntimeService` RPC to the file of its family. RPCs not
+//! built yet answer `UNIMPLEMENTED` naming themselves.
+
+use cri_api::v1::runtime_service_server::RuntimeService;
+use cri_api::v1::*;
+use tonic::{Request, Response, Status};
+
+use super::{unimplemented, CriService, ResponseStream};
+
+#[tonic::async_trait]
+impl RuntimeService for CriService {
+    type StreamPodSandboxesStream = ResponseStream<StreamPodSandboxesResponse>;
+    type StreamContainersStream = ResponseStream<StreamContainersResponse>;
+    type StreamContainerStatsStream = ResponseStream<StreamContainerStatsResponse>;
+    type StreamPodSandboxStatsStream = ResponseStream<StreamPodSandboxStatsResponse>;
+    type GetContainerEventsStream = ResponseStream<ContainerEventResponse>;
+    type StreamPodSandboxMetricsStream = ResponseStream<StreamPodSandboxMetricsResponse>;
+
+    async fn version(
+        &self,
+        request: Request<VersionRequest>,
+    ) -> Result<Response<VersionResponse>, Status> {
+        Ok(Response::new(self.serve_version(request.into_inner())))
+    }
+
+    async fn run_pod_sandbox(
+        &self,
+        _request: Request<RunPodSandboxRequest>,
+    ) -> Result<Response<RunPodSandboxResponse>, Status> {
+        Err(unimplemented("RunPodSandbox"))
+    }
+
+    async fn stop_pod_sandbox(
+        &self,
+        _request: Request<StopPodSandboxRequest>,
+    ) -> Result<Response<StopPodSandboxResponse>, Status> {
+        Err(unimplemented("StopPodSandbox"))
+    }
+
+    async fn remove_pod_sandbox(
+        &self,
+        _request: Request<RemovePodSandboxRequest>,
+    ) -> Result<Response<RemovePodSandboxResponse>, Status> {
+        Err(unimplemented("RemovePodSandbox"))
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        _request: Request<PodSandboxStatusRequest>,
+    ) -> Result<Response<PodSandboxStatusResponse>, Status> {
+        Err(unimplemented("PodSandboxStatus"))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        _request: Request<ListPodSandboxRequest>,
+    ) -> Result<Response<ListPodSandboxResponse>, Status> {
+        Err(unimplemented("ListPodSandbox"))
+    }
+
+    async fn stream_pod_sandboxes(
+        &self,
+        _request: Request<StreamPodSandboxesRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
+        Err(unimplemented("StreamPodSandboxes"))
+    }
+
+    async fn create_container(
+        &self,
+        _request: Request<CreateContainerRequest>,
+    ) -> Result<Response<CreateContainerResponse>, Status> {
+        Err(unimplemented("CreateContainer"))
+    }
+
+    async fn start_container(
+        &self,
+        _request: Request<StartContainerRequest>,
+    ) -> Result<Response<StartContainerResponse>, Status> {
+        Err(unimplemented("StartContainer"))
+    }
+
+    async fn stop_container(
+        &self,
+        _request: Request<StopContainerRequest>,
+    ) -> Result<Response<StopContainerResponse>, Status> {
+        Err(unimplemented("StopContainer"))
+    }
+
+    async fn remove_container(
+        &self,
+        _request: Request<RemoveContainerRequest>,
+    ) -> Result<Response<RemoveContainerResponse>, Status> {
+        Err(unimplemented("RemoveContainer"))
+    }
+
+    async fn list_containers(
+        &self,
+        _request: Request<ListContainersRequest>,
+    ) -> Result<Response<ListContainersResponse>, Status> {
+        Err(unimplemented("ListContainers"))
+    }
+
+    async fn stream_containers(
+        &self,
+        _request: Request<StreamContainersRequest>,
+    ) -> Result<Response<Self::StreamContainersStream>, Status> {
+        Err(unimplemented("StreamContainers"))
+    }
+
+    async fn container_status(
+        &self,
+        _request: Request<ContainerStatusRequest>,
+    ) -> Result<Response<ContainerStatusResponse>, Status> {
+        Err(unimplemented("ContainerStatus"))
+    }
+
+    async fn update_container_resources(
+        &self,
+        _request: Request<UpdateContainerResourcesRequest>,
+    ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
+        Err(unimplemented("UpdateContainerResources"))
+    }
+
+    async fn reopen_container_log(
+        &self,
+        _request: Request<ReopenContainerLogRequest>,
+    ) -> Result<Response<ReopenContainerLogResponse>, Status> {
+        Err(unimplemented("ReopenContainerLog"))
+    }
+
+    async fn exec_sync(
+        &self,
+        _request: Request<ExecSyncRequest>,
+    ) -> Result<Response<ExecSyncResponse>, Status> {
+        Err(unimplemented("ExecSync"))
+    }
+
+    async fn exec(&self, _request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
+        Err(unimplemented("Exec"))
+    }
+
+    async fn attach(
+        &self,
+        _request: Request<AttachRequest>,
+    ) -> Result<Response<AttachResponse>, Status> {
+        Err(unimplemented("Attach"))
+    }
+
+    async fn port_forward(
+        &self,
+        _request: Request<PortForwardRequest>,
+    ) -> Result<Response<PortForwardResponse>, Status> {
+        Err(unimplemented("PortForward"))
+    }
+
+    async fn container_stats(
+        &self,
+        _request: Request<ContainerStatsRequest>,
+    ) -> Result<Response<ContainerStatsResponse>, Status> {
+        Err(unimplemented("ContainerStats"))
+    }
+
+    async fn list_container_stats(
+        &self,
+        _request: Request<ListContainerStatsRequest>,
+    ) -> Result<Response<ListContainerStatsResponse>, Status> {
+        Err(unimplemented("ListContainerStats"))
+    }
+
+    async fn stream_container_stats(
+        &self,
+        _request: Request<StreamContainerStatsRequest>,
+    ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
+        Err(unimplemented("StreamContainerStats"))
+    }
+
+    async fn pod_sandbox_stats(
+        &self,
+        _request: Request<PodSandboxStatsRequest>,
+    ) -> Result<Response<PodSandboxStatsResponse>, Status> {
+        Err(unimplemented("PodSandboxStats"))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _request: Request<ListPodSandboxStatsRequest>,
+    ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
+        Err(unimplemented("ListPodSandboxStats"))
+    }
+
+    async fn stream_pod_sandbox_stats(
+        &self,
+        _request: Request<StreamPodSandboxStatsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxStats"))
+    }
+
+    async fn update_runtime_config(
+        &self,
+        _request: Request<UpdateRuntimeConfigRequest>,
+    ) -> Result<Response<UpdateRuntimeConfigResponse>, Status> {
+        Err(unimplemented("UpdateRuntimeConfig"))
+    }
+
+    async fn status(
+        &self,
+        request: Request<StatusRequest>,
+    ) -> Result<Response<StatusResponse>, Status> {
+        Ok(Response::new(self.serve_status(request.into_inner())))
+    }
+
+    async fn checkpoint_container(
+        &self,
+        _request: Request<CheckpointContainerRequest>,
+    ) -> Result<Response<CheckpointContainerResponse>, Status> {
+        Err(unimplemented("CheckpointContainer"))
+    }
+
+    async fn get_container_events(
+        &self,
+        _request: Request<GetEventsRequest>,
+    ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
+        Err(unimplemented("GetContainerEvents"))
+    }
+
+    async fn list_metric_descriptors(
+        &self,
+        _request: Request<ListMetricDescriptorsRequest>,
+    ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
+        Err(unimplemented("ListMetricDescriptors"))
+    }
+
+    async fn list_pod_sandbox_metrics(
+        &self,
+        _request: Request<ListPodSandboxMetricsRequest>,
+    ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
+        Err(unimplemented("ListPodSandboxMetrics"))
+    }
+
+    async fn stream_pod_sandbox_metrics(
+        &self,
+        _request: Request<StreamPodSandboxMetricsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxMetrics"))
+    }
+
+    async fn runtime_config(
+        &self,
+        request: Request<RuntimeConfigRequest>,
+    ) -> Result<Response<RuntimeConfigResponse>, Status> {
+        Ok(Response::new(
+            self.serve_runtime_config(request.into_inner()),
+        ))
+    }
+
+    async fn update_pod_sandbox_resources(
+        &self,
+        _request: Request<UpdatePodSandboxResourcesRequest>,
+    ) -> Result<Response<UpdatePodSandboxResourcesResponse>, Status> {
+        Err(unimplemented("UpdatePodSandboxResources"))
+    }
+}

@@ -1,0 +1,21 @@
+//! Compiles the CRI v1 proto into Rust types plus tonic client and server code.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let proto = proto_dir.join("api.proto");
+    println!("cargo:rerun-if-changed={}", proto.display());
+
+    // A protoc shipped inside a crate keeps the build working on a machine
+    // without Debian's protobuf-compiler; an explicit PROTOC still wins.
+    if std::env::var_os("PROTOC").is_none() {
+        std::env::set_var("PROTOC", protoc_bin_vendored::protoc_bin_path()?);
+    }
+
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_protos(&[proto], &[proto_dir])?;
+    Ok(())
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what berth's build, tests and conformance run need, only when missing.
+# Debian packages via apt-get; crictl and critest pinned to cri-tools v1.36.0.
+set -euo pipefail
+
+CRI_TOOLS_VERSION="${CRI_TOOLS_VERSION:-v1.36.0}"
+TOOLS_BIN="${BERTH_TOOLS_BIN:-/usr/local/bin}"
+
+APT_PACKAGES=(
+  docker-registry              # local registry for image tests and critest
+  umoci skopeo                 # build and push the stand-in images
+  containernetworking-plugins  # real CNI plugins in /usr/lib/cni
+  iproute2 iptables            # netns, veth, portmap
+  busybox gcc libc6-dev        # stand-in image contents
+  jq curl psmisc
+)
+
+log() { echo "install-deps: $*" >&2; }
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+mkdir -p "$TOOLS_BIN"
+
+# Both tools are built from the pinned module source: `go install pkg@version`
+# would also query the proxy's version list, which is not always served, and
+# critest has no main package (it is a Ginkgo test binary) so it can only be
+# built with `go test -c`, as cri-tools' own Makefile does.
+stamp="$TOOLS_BIN/.cri-tools-version"
+if [[ ! -x "$TOOLS_BIN/crictl" || ! -x "$TOOLS_BIN/critest" ||
+      "$(cat "$stamp" 2>/dev/null)" != "$CRI_TOOLS_VERSION" ]]; then
+  log "building crictl and critest $CRI_TOOLS_VERSION"
+  src_dir="$(cd "$(mktemp -d)" && go mod download -json "sigs.k8s.io/cri-tools@${CRI_TOOLS_VERSION}" | jq -r .Dir)"
+  work="$(mktemp -d)"
+  cp -r "$src_dir/." "$work/"
+  chmod -R u+w "$work"
+  mod_flag=""
+  [[ -d "$work/vendor" ]] || mod_flag="-mod=mod"
+  version_flags="-X sigs.k8s.io/cri-tools/pkg/version.Version=${CRI_TOOLS_VERSION}"
+  (cd "$work" &&
+    GOFLAGS="$mod_flag" go build -ldflags "$version_flags" -o "$TOOLS_BIN/crictl" ./cmd/crictl &&
+    GOFLAGS="$mod_flag" go test -c -ldflags "$version_flags" -o "$TOOLS_BIN/critest" ./cmd/critest)
+  echo "$CRI_TOOLS_VERSION" >"$stamp"
+  rm -rf "$work"
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need, builds, runs the unit and
+# integration tests, then the CRI conformance suite (critest) against berthd.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo"
+
+# Build outputs may live outside the clone so CI reuses them between runs.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+bash scripts/install-deps.sh
+
+echo "== cargo build" >&2
+cargo build --workspace --locked
+echo "== cargo test" >&2
+cargo test --workspace --locked

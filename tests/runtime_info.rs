@@ -1,0 +1,178 @@
+//! Version, Status and RuntimeConfig over gRPC against a real berthd.
+
+use berth_tests::Berthd;
+use cri_api::v1::{
+    CgroupDriver, ImageFsInfoRequest, ListContainersRequest, RuntimeConfigRequest, StatusRequest,
+    VersionRequest,
+};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn version_names_berth_and_cri_v1() {
+    let berthd = Berthd::start("");
+    let version = berthd
+        .runtime_client()
+        .await
+        .version(VersionRequest::default())
+        .await
+        .expect("Version")
+        .into_inner();
+    assert_eq!(version.runtime_name, "berth");
+    assert_eq!(version.runtime_api_version, "v1");
+    assert_eq!(version.runtime_version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(version.version, "0.1.0");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_config_reports_cgroupfs_when_configured() {
+    let berthd = Berthd::start("cgroup_driver = \"cgroupfs\"");
+    let config = berthd
+        .runtime_client()
+        .await
+        .runtime_config(RuntimeConfigRequest::default())
+        .await
+        .expect("RuntimeConfig")
+        .into_inner();
+    let linux = config.linux.expect("linux config");
+    assert_eq!(linux.cgroup_driver(), CgroupDriver::Cgroupfs);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_config_auto_follows_the_host() {
+    // This machine's PID 1 is not systemd, so `auto` means cgroupfs here; on
+    // a systemd host the same test expects systemd.
+    let expected = if std::path::Path::new("/run/systemd/system").is_dir() {
+        CgroupDriver::Systemd
+    } else {
+        CgroupDriver::Cgroupfs
+    };
+    let berthd = Berthd::start("cgroup_driver = \"auto\"");
+    let mut client = berthd.runtime_client().await;
+    // Asked twice: the answer is settled at start-up and never changes.
+    for _ in 0..2 {
+        let config = client
+            .runtime_config(RuntimeConfigRequest::default())
+            .await
+            .expect("RuntimeConfig")
+            .into_inner();
+        assert_eq!(config.linux.expect("linux").cgroup_driver(), expected);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_reports_both_conditions_and_follows_cni_config() {
+    let berthd = Berthd::start("");
+    let mut client = berthd.runtime_client().await;
+    let condition = |status: &cri_api::v1::StatusResponse, kind: &str| {
+        status
+            .status
+            .as_ref()
+            .expect("status")
+            .conditions
+            .iter()
+            .find(|c| c.r#type == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} condition"))
+    };
+
+    let status = client
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    let runtime = condition(&status, "RuntimeReady");
+    assert!(runtime.status);
+    assert!(!runtime.reason.is_empty() && !runtime.message.is_empty());
+    let network = condition(&status, "NetworkReady");
+    assert!(!network.status, "no CNI config yet: {network:?}");
+    assert!(!network.reason.is_empty() && !network.message.is_empty());
+    assert!(status.info.is_empty(), "info only with verbose");
+
+    let conf_dir = berthd.sandbox.cni_conf_dir();
+    std::fs::create_dir_all(&conf_dir).unwrap();
+    std::fs::write(
+        conf_dir.join("10-test.conflist"),
+        r#"{"cniVersion":"1.0.0","name":"test","plugins":[{"type":"loopback"}]}"#,
+    )
+    .unwrap();
+    let status = client
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    assert!(condition(&status, "NetworkReady").status);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn verbose_status_carries_the_effective_config() {
+    let berthd =
+        Berthd::start("[registry.mirrors.\"docker.io\"]\nendpoints = [\"http://localhost:5000\"]");
+    let status = berthd
+        .runtime_client()
+        .await
+        .status(StatusRequest { verbose: true })
+        .await
+        .expect("Status")
+        .into_inner();
+    let config: serde_json::Value =
+        serde_json::from_str(status.info.get("config").expect("config in info")).expect("JSON");
+    let state = berthd.sandbox.state().display().to_string();
+    assert_eq!(config["stateDir"], state.as_str(), "critest reads stateDir");
+    assert_eq!(config["state_dir"], state.as_str());
+    assert_eq!(
+        config["registry"]["mirrors"]["docker.io"]["endpoints"][0],
+        "http://localhost:5000"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_lists_the_default_handler_and_only_real_features() {
+    let berthd = Berthd::start("");
+    let status = berthd
+        .runtime_client()
+        .await
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    let default = status
+        .runtime_handlers
+        .iter()
+        .find(|h| h.name.is_empty())
+        .expect("default handler");
+    let features = default.features.expect("handler features");
+    // Not built yet, so not advertised: critest and kubelet trust these.
+    assert!(!features.recursive_read_only_mounts);
+    assert!(!features.user_namespaces);
+    assert!(
+        !status
+            .features
+            .expect("features")
+            .supplemental_groups_policy
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unbuilt_rpcs_are_unimplemented_and_named() {
+    let berthd = Berthd::start("");
+    let err = berthd
+        .runtime_client()
+        .await
+        .list_containers(ListContainersRequest::default())
+        .await
+        .expect_err("not built yet");
+    assert_eq!(err.code(), tonic::Code::Unimplemented);
+    assert!(
+        err.message().contains("ListContainers"),
+        "{}",
+        err.message()
+    );
+
+    let err = berthd
+        .image_client()
+        .await
+        .image_fs_info(ImageFsInfoRequest::default())
+        .await
+        .expect_err("not built yet");
+    assert_eq!(err.code(), tonic::Code::Unimplemented);
+    assert!(err.message().contains("ImageFsInfo"), "{}", err.message());
+}

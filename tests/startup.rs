@@ -1,0 +1,129 @@
+//! Start-up and shutdown of a real berthd: config errors, the socket, signals.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+use berth_tests::{Berthd, Sandbox};
+use cri_api::v1::VersionRequest;
+use nix::sys::signal::Signal;
+
+#[test]
+fn systemd_driver_without_systemd_refuses_to_start() {
+    if std::path::Path::new("/run/systemd/system").is_dir() {
+        eprintln!("skipped: this host runs systemd, so the systemd driver is valid here");
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let config = sandbox.write_config("cgroup_driver = \"systemd\"");
+    let output = sandbox.run_to_end(&config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("systemd"), "{stderr}");
+    assert!(stderr.contains("not booted with systemd"), "{stderr}");
+    assert!(!sandbox.socket().exists(), "no socket when start-up fails");
+}
+
+#[test]
+fn unknown_key_is_rejected_by_name() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write_config("cgroup_drivre = \"cgroupfs\"");
+    let output = sandbox.run_to_end(&config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("cgroup_drivre"), "{stderr}");
+    assert!(stderr.contains(&config.display().to_string()), "{stderr}");
+}
+
+#[test]
+fn bad_value_lists_the_allowed_ones() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write_config("cgroup_driver = \"cgroupv2\"");
+    let output = sandbox.run_to_end(&config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    for allowed in ["cgroupfs", "systemd", "auto"] {
+        assert!(stderr.contains(allowed), "{stderr}");
+    }
+}
+
+#[test]
+fn missing_explicit_config_is_an_error() {
+    let sandbox = Sandbox::new();
+    let missing = sandbox.dir.path().join("absent.toml");
+    let output = sandbox.run_to_end(&missing, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("absent.toml"), "{stderr}");
+}
+
+#[test]
+fn config_subcommand_prints_effective_config_with_overrides() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write_config("cgroup_driver = \"cgroupfs\"");
+    let output = sandbox.run_to_end(&config, &["config"]);
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("cgroup_driver = \"cgroupfs\""), "{stdout}");
+    let state = format!("state_dir = \"{}\"", sandbox.state().display());
+    assert!(stdout.contains(&state), "flags override the file: {stdout}");
+}
+
+#[test]
+fn repo_default_config_starts() {
+    let sandbox = Sandbox::new();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime-config.toml");
+    let berthd = Berthd::start_in(sandbox, std::path::Path::new(config));
+    assert!(berthd.log_text().contains("runtime-config.toml"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn socket_has_mode_0660_and_a_second_daemon_is_refused() {
+    let berthd = Berthd::start("");
+    let socket = berthd.sandbox.socket();
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+
+    let config = berthd.sandbox.config_path();
+    let output = berthd.sandbox.run_to_end(&config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("already serving"), "{stderr}");
+
+    // The first daemon still answers on its socket.
+    berthd
+        .runtime_client()
+        .await
+        .version(VersionRequest::default())
+        .await
+        .expect("first berthd unaffected");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_socket_is_replaced() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir_all(sandbox.socket().parent().unwrap()).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(sandbox.socket()).unwrap());
+    let config = sandbox.write_config("");
+    let berthd = Berthd::start_in(sandbox, &config);
+    berthd
+        .runtime_client()
+        .await
+        .version(VersionRequest::default())
+        .await
+        .expect("serving on the replaced socket");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_and_sigint_exit_zero_and_remove_the_socket() {
+    for signal in [Signal::SIGTERM, Signal::SIGINT] {
+        let mut berthd = Berthd::start("");
+        let mut client = berthd.runtime_client().await;
+        client.version(VersionRequest::default()).await.unwrap();
+        let status = berthd.stop_with(signal);
+        assert!(status.success(), "{signal}: {status}");
+        assert!(
+            !berthd.sandbox.socket().exists(),
+            "{signal} left the socket"
+        );
+    }
+}
