@@ -2,8 +2,8 @@
 
 use berth_tests::Berthd;
 use cri_api::v1::{
-    CgroupDriver, ImageFsInfoRequest, ListContainersRequest, RuntimeConfigRequest, StatusRequest,
-    VersionRequest,
+    CgroupDriver, ImageFsInfoRequest, ListContainersRequest, ListImagesRequest,
+    RuntimeConfigRequest, StatusRequest, VersionRequest,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -170,9 +170,37 @@ async fn unbuilt_rpcs_are_unimplemented_and_named() {
     let err = berthd
         .image_client()
         .await
-        .image_fs_info(ImageFsInfoRequest::default())
+        .list_images(ListImagesRequest::default())
         .await
         .expect_err("not built yet");
     assert_eq!(err.code(), tonic::Code::Unimplemented);
-    assert!(err.message().contains("ImageFsInfo"), "{}", err.message());
+    assert!(err.message().contains("ListImages"), "{}", err.message());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn image_fs_info_reports_the_store_directories() {
+    // crictl and critest call ImageFsInfo to check the image API is there.
+    let berthd = Berthd::start("");
+    let info = berthd
+        .image_client()
+        .await
+        .image_fs_info(ImageFsInfoRequest::default())
+        .await
+        .expect("ImageFsInfo")
+        .into_inner();
+    let root = berthd.sandbox.root();
+    for (usage, dir) in [
+        (&info.image_filesystems, "images"),
+        (&info.container_filesystems, "containers"),
+    ] {
+        assert_eq!(usage.len(), 1);
+        let usage = &usage[0];
+        assert_eq!(
+            usage.fs_id.as_ref().expect("fs id").mountpoint,
+            root.join(dir).display().to_string()
+        );
+        assert!(usage.timestamp > 0);
+        assert!(usage.inodes_used.expect("inodes").value >= 1);
+        assert!(usage.used_bytes.is_some());
+    }
 }

@@ -14,6 +14,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use crate::cgroup_driver::{self, RealHost};
 use crate::config::{Config, ConfigSource};
 use crate::instrument::RpcTraceLayer;
+use crate::layout::RootLayout;
 use crate::listener;
 use crate::server::{CriService, RuntimeContext};
 
@@ -53,9 +54,10 @@ pub fn build_context(config: Config) -> Result<RuntimeContext, DaemonError> {
 /// Serves CRI until SIGTERM or SIGINT.
 pub async fn run(context: RuntimeContext, source: &ConfigSource) -> Result<(), DaemonError> {
     let config = &context.config;
-    for dir in [&config.root_dir, &config.state_dir] {
-        create_dir(dir)?;
+    for dir in RootLayout::new(&config.root_dir).all() {
+        create_dir(&dir)?;
     }
+    create_dir(&config.state_dir)?;
     let socket = config.listen.clone();
     let listener = listener::bind(&socket)?;
     tracing::info!(

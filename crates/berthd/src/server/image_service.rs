@@ -50,6 +50,6 @@ impl ImageService for CriService {
         &self,
         _request: Request<ImageFsInfoRequest>,
     ) -> Result<Response<ImageFsInfoResponse>, Status> {
-        Err(unimplemented("ImageFsInfo"))
+        self.serve_image_fs_info().await.map(Response::new)
     }
 }

@@ -2,6 +2,7 @@
 //! family lives in its own file; `runtime_service.rs` and `image_service.rs`
 //! only route the generated traits to them.
 
+mod image_fs_info;
 mod image_service;
 mod runtime_config;
 mod runtime_service;
