@@ -15,3 +15,6 @@ echo "== cargo build" >&2
 cargo build --workspace --locked
 echo "== cargo test" >&2
 cargo test --workspace --locked
+
+echo "== critest" >&2
+bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"

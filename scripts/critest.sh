@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Runs the CRI conformance suite (critest v1.36.0) against a berthd of its
+# own: a local registry with the stand-in images, berthd on a private socket,
+# state dirs and CNI config dir, then compares the results with
+# tests/critest-expected-failures.txt. Everything it starts it stops by pid.
+#
+#   scripts/critest.sh BERTHD_BINARY
+#
+# Environment: CRITEST_REGISTRY_PORT (local registry port, default 5000),
+# CRITEST_TIMEOUT (suite timeout, default 20m), CRITEST_FOCUS (a
+# regexp to run only some specs while developing; then the comparison with
+# the expected-failures list covers only what ran), CRITEST_KEEP=1 keeps the
+# work dir (logs, report) for inspection.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+berthd="${1:?usage: $0 BERTHD_BINARY}"
+suite_timeout="${CRITEST_TIMEOUT:-20m}"
+expected="$repo/tests/critest-expected-failures.txt"
+registry="localhost:${CRITEST_REGISTRY_PORT:-5000}"
+export BERTH_REGISTRY_ADDR="127.0.0.1:${CRITEST_REGISTRY_PORT:-5000}"
+
+log() { echo "critest.sh: $*" >&2; }
+
+work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
+berthd_pid=""
+shm_before="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ {print $2}' | sort)"
+
+cleanup() {
+  local status=$?
+  if [[ -n "$berthd_pid" ]] && kill -0 "$berthd_pid" 2>/dev/null; then
+    # Pods and containers outlive berthd by design: remove them first.
+    crictl --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 || true
+    kill -TERM "$berthd_pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$berthd_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$berthd_pid" 2>/dev/null || true
+  fi
+  bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1 || true
+  # The HostIpc specs leave 1 MiB System V shared-memory segments behind.
+  local shm_after id
+  shm_after="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ && $5 == 1048576 {print $2}' | sort)"
+  for id in $(comm -13 <(echo "$shm_before") <(echo "$shm_after")); do
+    ipcrm -m "$id" 2>/dev/null || true
+  done
+  if [[ "${CRITEST_KEEP:-0}" == 1 ]]; then
+    log "work dir kept: $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for port in 12000 12001 12002 12003; do
+  if ss -Hltn "sport = :$port" | grep -q .; then
+    log "host port $port is in use; the port-mapping specs need 12000-12003 free"
+    exit 1
+  fi
+done
+
+log "starting the local registry and pushing the stand-in images"
+bash "$repo/scripts/registry.sh" start "$work/registry" >&2
+bash "$repo/scripts/images/build.sh" "$registry" >"$work/images.log" 2>&1 || {
+  tail -n 40 "$work/images.log" >&2
+  exit 1
+}
+
+# A CNI network of its own, so /etc/cni/net.d is never touched.
+mkdir -p "$work/net.d"
+cat >"$work/net.d/10-berth-critest.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "berth-critest",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "berth-ct0",
+      "isGateway": true,
+      "ipMasq": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "10.89.0.0/16" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "dataDir": "$work/cni-ipam"
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+CNI
+
+# Images resolve through mirrors, never a registry prefix (see
+# shared CONFORMANCE.md): every upstream critest names maps to the local one.
+{
+  echo 'cgroup_driver = "cgroupfs"'
+  echo '[cni]'
+  echo "conf_dir = \"$work/net.d\""
+  for host in registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io; do
+    echo "[registry.mirrors.\"$host\"]"
+    echo "endpoints = [\"http://$registry\"]"
+  done
+} >"$work/runtime-config.toml"
+
+log "starting berthd on $work/berth.sock"
+"$berthd" --config "$work/runtime-config.toml" --listen "$work/berth.sock" \
+  --root "$work/root" --state "$work/state" --log-level debug \
+  >"$work/berthd.log" 2>&1 &
+berthd_pid=$!
+for _ in $(seq 100); do [[ -S "$work/berth.sock" ]] && break; sleep 0.1; done
+[[ -S "$work/berth.sock" ]] || { cat "$work/berthd.log" >&2; log "berthd did not start"; exit 1; }
+
+# AppArmor is disabled in this kernel and SELinux is absent: those specs
+# cannot run here. Nothing else is skipped by us.
+critest_args=(
+  --runtime-endpoint "unix://$work/berth.sock"
+  --image-endpoint "unix://$work/berth.sock"
+  --ginkgo.skip 'AppArmor|SELinux'
+  --ginkgo.timeout "$suite_timeout"
+  --ginkgo.json-report "$work/report.json"
+  --ginkgo.no-color
+)
+[[ -n "${CRITEST_FOCUS:-}" ]] && critest_args+=(--ginkgo.focus "$CRITEST_FOCUS")
+
+log "running critest (suite timeout $suite_timeout)"
+set +e
+(cd "$work" && critest "${critest_args[@]}" >"$work/critest.log" 2>&1)
+critest_status=$?
+set -e
+log "critest exited with $critest_status"
+if [[ ! -s "$work/report.json" ]]; then
+  tail -n 60 "$work/critest.log" >&2
+  log "critest wrote no report"
+  exit 1
+fi
+
+python3 "$repo/scripts/critest_results.py" "$work/report.json" "$expected" \
+  ${CRITEST_FOCUS:+--partial}
