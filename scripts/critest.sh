@@ -23,6 +23,7 @@ log() { echo "critest.sh: $*" >&2; }
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 berthd_pid=""
+logdirs_before="$(ls -d /tmp/podLogTest* 2>/dev/null | sort || true)"
 shm_before="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ {print $2}' | sort)"
 
 cleanup() {
@@ -40,6 +41,11 @@ cleanup() {
   shm_after="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ && $5 == 1048576 {print $2}' | sort)"
   for id in $(comm -13 <(echo "$shm_before") <(echo "$shm_after")); do
     ipcrm -m "$id" 2>/dev/null || true
+  done
+  # critest makes pod log directories under /tmp and does not remove them.
+  local dir
+  for dir in $(comm -13 <(echo "$logdirs_before") <(ls -d /tmp/podLogTest* 2>/dev/null | sort || true)); do
+    rm -rf "$dir"
   done
   if [[ "${CRITEST_KEEP:-0}" == 1 ]]; then
     log "work dir kept: $work"

@@ -28,8 +28,10 @@
 #   BERTH_IMAGES_CACHE    where the downloaded busybox .deb is kept
 #                         (default ${XDG_CACHE_HOME:-$HOME/.cache}/berth-images).
 #   BERTH_IMAGES_NO_PUSH=1  build only.
+#   BERTH_IMAGES_FORMAT   manifest format pushed: oci (default) or v2s2 (Docker
+#                         schema 2, as most real registries serve; other digests).
 #
-# Needs: gcc libc6-dev umoci skopeo tar apt-get dpkg-deb (busybox .deb).
+# Needs: gcc libc6-dev umoci skopeo tar jq curl, apt-get and dpkg-deb (busybox .deb).
 set -euo pipefail
 
 usage() {
@@ -45,7 +47,7 @@ die() {
   exit 1
 }
 
-for tool in gcc umoci skopeo tar dpkg-deb ldd; do
+for tool in gcc umoci skopeo tar dpkg-deb ldd jq curl; do
   command -v "$tool" >/dev/null || die "$tool not found (see scripts/install-deps.sh)"
 done
 
@@ -57,10 +59,11 @@ CREATED="$(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%SZ)"
 BASE_PATH_ENV="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 if [[ -n "${BERTH_IMAGES_WORKDIR:-}" ]]; then
-  WORK="$BERTH_IMAGES_WORKDIR"
+  WORK="$(realpath -m "$BERTH_IMAGES_WORKDIR")"
+  REPO="$(realpath -m "$SRC_DIR/../../..")"
+  [[ "$WORK/" != "$REPO/"* ]] || die "BERTH_IMAGES_WORKDIR must be outside the repository ($REPO)"
   mkdir -p "$WORK"
-  WORK="$(cd "$WORK" && pwd)"
-  rm -rf "$WORK/oci" "$WORK/stage" "$WORK/bin" "$WORK/layers"
+  rm -rf "$WORK/oci" "$WORK/stage" "$WORK/bin" "$WORK/layers" "$WORK/deb" "$WORK/digests"
 else
   WORK="$(mktemp -d /tmp/berth-images.XXXXXX)"
   trap 'rm -rf "$WORK"' EXIT
@@ -438,33 +441,48 @@ manifest_digest() {
     "$OCI/index.json"
 }
 
-: >"$WORK/images.txt"
-for entry in "${PUSH[@]}"; do
-  read -r tag dest <<<"$entry"
-  printf '%s/%s %s\n' "$REGISTRY" "$dest" "$(manifest_digest "$tag")" >>"$WORK/images.txt"
-done
-
+# images.txt: "REGISTRY/path:tag sha256:..." per pushed ref (the manifest
+# digest as pushed; the OCI layout's with BERTH_IMAGES_NO_PUSH=1).
 if [[ "${BERTH_IMAGES_NO_PUSH:-0}" == 1 ]]; then
-  log "built $(wc -l <"$WORK/images.txt") refs in $OCI (not pushed)"
+  : >"$WORK/images.txt"
+  for entry in "${PUSH[@]}"; do
+    read -r tag dest <<<"$entry"
+    printf '%s/%s %s\n' "$REGISTRY" "$dest" "$(manifest_digest "$tag")" >>"$WORK/images.txt"
+  done
+  log "built ${#PUSH[@]} refs in $OCI (not pushed)"
   exit 0
 fi
 
 curl -fsS -o /dev/null "http://$REGISTRY/v2/" ||
   die "registry http://$REGISTRY/v2/ does not answer (scripts/registry.sh start DIR)"
 
+FORMAT_ARGS=()
+case "${BERTH_IMAGES_FORMAT:-oci}" in
+oci) ;;
+v2s2) FORMAT_ARGS=(--format v2s2) ;;
+*) die "BERTH_IMAGES_FORMAT must be oci or v2s2" ;;
+esac
+
 log "pushing to $REGISTRY"
-pids=()
+DIGESTS="$WORK/digests"
+rm -rf "$DIGESTS"
+mkdir -p "$DIGESTS"
 push_one() {
-  local tag="$1" dest="$2"
-  skopeo copy --quiet --dest-tls-verify=false "oci:$OCI:$tag" "docker://$REGISTRY/$dest" ||
+  local i="$1" tag="$2" dest="$3"
+  skopeo copy --quiet --dest-tls-verify=false "${FORMAT_ARGS[@]}" \
+    --digestfile "$DIGESTS/$i" "oci:$OCI:$tag" "docker://$REGISTRY/$dest" ||
     die "push of $tag to $REGISTRY/$dest failed"
 }
-# Two at a time; the first image of each shared base goes alone, so that the
-# base layer is uploaded once.
-push_one busybox e2e-test-images/busybox:1.29-2
-for entry in "${PUSH[@]:1}"; do
-  read -r tag dest <<<"$entry"
-  push_one "$tag" "$dest" &
+# Two at a time; the busybox base goes first and alone, so that its layer is
+# uploaded once.
+pids=()
+for i in "${!PUSH[@]}"; do
+  read -r tag dest <<<"${PUSH[$i]}"
+  if ((i == 0)); then
+    push_one "$i" "$tag" "$dest"
+    continue
+  fi
+  push_one "$i" "$tag" "$dest" &
   pids+=($!)
   if ((${#pids[@]} >= 2)); then
     wait "${pids[0]}" || die "push failed"
@@ -473,5 +491,10 @@ for entry in "${PUSH[@]:1}"; do
 done
 for p in "${pids[@]}"; do wait "$p" || die "push failed"; done
 
-log "pushed $(wc -l <"$WORK/images.txt") refs:"
+: >"$WORK/images.txt"
+for i in "${!PUSH[@]}"; do
+  read -r tag dest <<<"${PUSH[$i]}"
+  printf '%s/%s %s\n' "$REGISTRY" "$dest" "$(cat "$DIGESTS/$i")" >>"$WORK/images.txt"
+done
+log "pushed ${#PUSH[@]} refs:"
 cat "$WORK/images.txt" >&2
