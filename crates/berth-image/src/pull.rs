@@ -1,0 +1,556 @@
+//! Pulling an image: resolve the reference through mirrors, fetch manifest
+//! and config, then download and unpack every missing layer concurrently.
+//!
+//! Layers are deduplicated across pulls by diff id: two pulls of the same
+//! image at once share one download and one unpack per layer.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures_util::future::try_join_all;
+use futures_util::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::manifest::{
+    OciDescriptor, OciImageManifest, OciManifest, IMAGE_MANIFEST_LIST_MEDIA_TYPE,
+    IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE,
+};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use oci_spec::image::ImageConfiguration;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::OnceCell;
+
+use crate::hosts::{Endpoint, RegistryHosts};
+use crate::platform::Platform;
+use crate::reference::{self, InvalidReference};
+use crate::store::{ImageRecord, ImageStore, LayerRecord, StoreError};
+use crate::unpack::{self, Compression};
+
+/// Manifest media types a pull accepts.
+const ACCEPTED_MANIFESTS: [&str; 4] = [
+    OCI_IMAGE_MEDIA_TYPE,
+    IMAGE_MANIFEST_MEDIA_TYPE,
+    OCI_IMAGE_INDEX_MEDIA_TYPE,
+    IMAGE_MANIFEST_LIST_MEDIA_TYPE,
+];
+
+/// Why a pull failed. Messages name the reference and the registry, and
+/// carry the registry's own message.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error(transparent)]
+    InvalidReference(#[from] InvalidReference),
+    #[error("failed to resolve {reference}: {}", describe_failures(.failures))]
+    Resolve {
+        reference: String,
+        /// Each endpoint tried, with its error.
+        failures: Vec<(String, String)>,
+        /// Every endpoint answered that the image does not exist.
+        not_found: bool,
+    },
+    #[error("{reference}: no image for {platform} in index {digest}")]
+    NoMatchingPlatform {
+        reference: String,
+        digest: String,
+        platform: String,
+    },
+    #[error("{reference}: {what} from {registry}: {message}")]
+    BadContent {
+        reference: String,
+        registry: String,
+        what: String,
+        message: String,
+    },
+    #[error("{reference}: fetching {digest} from {registry}: {message}")]
+    Fetch {
+        reference: String,
+        registry: String,
+        digest: String,
+        message: String,
+    },
+    #[error("{reference}: unpacking layer {digest}: {message}")]
+    Unpack {
+        reference: String,
+        digest: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn describe_failures(failures: &[(String, String)]) -> String {
+    if failures.is_empty() {
+        return "no registry endpoint is configured for it".to_string();
+    }
+    failures
+        .iter()
+        .map(|(host, error)| format!("{host}: {error}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Pulls images into an [`ImageStore`].
+pub struct ImagePuller {
+    store: Arc<ImageStore>,
+    hosts: RegistryHosts,
+    platform: Platform,
+    /// Layer fetches in progress, by diff id.
+    in_flight: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+}
+
+/// What the registry said about a reference, before any layer is fetched.
+struct Resolved {
+    client: Client,
+    /// The reference rewritten to the endpoint that answered.
+    remote: Reference,
+    registry: String,
+    /// Digest of what the reference names (an index or a manifest).
+    top_digest: String,
+    manifest: OciImageManifest,
+    manifest_digest: String,
+    manifest_bytes: Vec<u8>,
+    config_bytes: Vec<u8>,
+    config: ImageConfiguration,
+}
+
+impl ImagePuller {
+    pub fn new(store: Arc<ImageStore>, hosts: RegistryHosts) -> Self {
+        Self {
+            store,
+            hosts,
+            platform: Platform::host(),
+            in_flight: Mutex::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<ImageStore> {
+        &self.store
+    }
+
+    /// Pulls `image` and returns its record.
+    pub async fn pull(&self, image: &str, auth: &RegistryAuth) -> Result<ImageRecord, PullError> {
+        let started = Instant::now();
+        let reference = reference::parse(image)?;
+        let resolved = self.resolve(&reference, auth).await?;
+        let record = self.fetch(&reference, resolved).await?;
+        tracing::info!(
+            image = %reference,
+            id = %record.id,
+            layers = record.layers.len(),
+            bytes = record.size,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "image pulled"
+        );
+        Ok(record)
+    }
+
+    /// Tries each endpoint in order until one serves the manifest and config.
+    async fn resolve(
+        &self,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<Resolved, PullError> {
+        let mut failures = Vec::new();
+        let mut not_found = true;
+        for endpoint in self.hosts.endpoints(reference.registry()) {
+            match self.resolve_at(reference, &endpoint, auth).await {
+                Ok(resolved) => return Ok(resolved),
+                Err((error, is_not_found)) => {
+                    not_found &= is_not_found;
+                    let kind = if endpoint.is_mirror { "mirror " } else { "" };
+                    tracing::warn!(image = %reference, endpoint = %endpoint.host, %error, "resolve failed");
+                    failures.push((format!("{kind}{}", endpoint.host), error));
+                }
+            }
+        }
+        Err(PullError::Resolve {
+            reference: reference.whole(),
+            not_found: not_found && !failures.is_empty(),
+            failures,
+        })
+    }
+
+    /// Resolves at one endpoint. Errors are the message and whether the
+    /// registry said the image does not exist.
+    async fn resolve_at(
+        &self,
+        reference: &Reference,
+        endpoint: &Endpoint,
+        auth: &RegistryAuth,
+    ) -> Result<Resolved, (String, bool)> {
+        let client = Client::new(ClientConfig {
+            protocol: if endpoint.plain_http {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            ..Default::default()
+        });
+        let remote = at_endpoint(reference, &endpoint.host);
+        let (top_bytes, top_digest) =
+            fetch_manifest(&client, &remote, auth, reference.digest()).await?;
+
+        let (manifest_bytes, manifest_digest) = match parse_manifest(&top_bytes)? {
+            OciManifest::Image(_) => (top_bytes.clone(), top_digest.clone()),
+            OciManifest::ImageIndex(index) => {
+                let entry = self.platform.select(&index.manifests).ok_or_else(|| {
+                    (
+                        format!(
+                            "no image for linux/{} in index {top_digest}",
+                            self.platform.architecture
+                        ),
+                        false,
+                    )
+                })?;
+                let by_digest = remote.clone_with_digest(entry.digest.clone());
+                fetch_manifest(&client, &by_digest, auth, Some(&entry.digest)).await?
+            }
+        };
+        let OciManifest::Image(manifest) = parse_manifest(&manifest_bytes)? else {
+            return Err((
+                format!("{manifest_digest} is an index inside an index"),
+                false,
+            ));
+        };
+
+        let mut config_bytes = Vec::new();
+        client
+            .pull_blob(&remote, &manifest.config, &mut config_bytes)
+            .await
+            .map_err(|err| (format!("config {}: {err}", manifest.config.digest), false))?;
+        let config = ImageConfiguration::from_reader(config_bytes.as_slice()).map_err(|err| {
+            (
+                format!(
+                    "config {} is not an image config: {err}",
+                    manifest.config.digest
+                ),
+                false,
+            )
+        })?;
+        if config.rootfs().diff_ids().len() != manifest.layers.len() {
+            return Err((
+                format!(
+                    "manifest {manifest_digest} has {} layers but its config lists {} diff ids",
+                    manifest.layers.len(),
+                    config.rootfs().diff_ids().len()
+                ),
+                false,
+            ));
+        }
+        Ok(Resolved {
+            client,
+            remote,
+            registry: endpoint.host.clone(),
+            top_digest,
+            manifest,
+            manifest_digest,
+            manifest_bytes,
+            config_bytes,
+            config,
+        })
+    }
+
+    /// Fetches what is missing and records the image.
+    async fn fetch(
+        &self,
+        reference: &Reference,
+        resolved: Resolved,
+    ) -> Result<ImageRecord, PullError> {
+        let id = resolved.manifest.config.digest.clone();
+        let diff_ids = resolved.config.rootfs().diff_ids().clone();
+        let layers: Vec<LayerRecord> = resolved
+            .manifest
+            .layers
+            .iter()
+            .zip(&diff_ids)
+            .map(|(descriptor, diff_id)| LayerRecord {
+                blob_digest: descriptor.digest.clone(),
+                diff_id: diff_id.clone(),
+                media_type: descriptor.media_type.clone(),
+                size: u64::try_from(descriptor.size).unwrap_or_default(),
+            })
+            .collect();
+
+        let mut leased = vec![
+            id.clone(),
+            resolved.manifest_digest.clone(),
+            resolved.top_digest.clone(),
+        ];
+        for layer in &layers {
+            leased.push(layer.blob_digest.clone());
+            leased.push(layer.diff_id.clone());
+        }
+        let _lease = self.store.lease(leased);
+
+        let fetches = resolved
+            .manifest
+            .layers
+            .iter()
+            .zip(&layers)
+            .map(|(descriptor, layer)| self.ensure_layer(reference, &resolved, descriptor, layer));
+        try_join_all(fetches).await?;
+
+        self.store
+            .write_blob(&resolved.manifest_digest, &resolved.manifest_bytes)?;
+        self.store.write_blob(&id, &resolved.config_bytes)?;
+
+        let config_size = u64::try_from(resolved.manifest.config.size).unwrap_or_default();
+        let record = ImageRecord {
+            id,
+            repo_tags: Vec::new(),
+            repo_digests: Vec::new(),
+            size: config_size + layers.iter().map(|layer| layer.size).sum::<u64>(),
+            manifest_digest: resolved.manifest_digest.clone(),
+            layers,
+            user: resolved
+                .config
+                .config()
+                .as_ref()
+                .and_then(|config| config.user().clone())
+                .unwrap_or_default(),
+            pinned: false,
+        };
+        let repo_tag = reference::repo_tag(reference);
+        let repo_digest = reference::repo_digest(reference, &resolved.top_digest);
+        Ok(self.store.commit(record, repo_tag, repo_digest)?)
+    }
+
+    /// Makes sure the layer is unpacked, sharing the work with any other
+    /// pull that needs the same layer at the same time.
+    async fn ensure_layer(
+        &self,
+        reference: &Reference,
+        resolved: &Resolved,
+        descriptor: &OciDescriptor,
+        layer: &LayerRecord,
+    ) -> Result<(), PullError> {
+        if self.store.has_layer(&layer.diff_id) {
+            return Ok(());
+        }
+        let cell = {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            in_flight.entry(layer.diff_id.clone()).or_default().clone()
+        };
+        // If the pull doing the work fails or is dropped, a waiter takes over.
+        let result = cell
+            .get_or_try_init(|| async {
+                if self.store.has_layer(&layer.diff_id) {
+                    return Ok(());
+                }
+                let blob = self.download(reference, resolved, descriptor).await?;
+                self.unpack(reference, blob, layer).await
+            })
+            .await
+            .map(|_| ());
+        if result.is_ok() {
+            let mut in_flight = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            in_flight.remove(&layer.diff_id);
+        }
+        result
+    }
+
+    /// Streams a blob into the store, checking size and digest as it arrives.
+    async fn download(
+        &self,
+        reference: &Reference,
+        resolved: &Resolved,
+        descriptor: &OciDescriptor,
+    ) -> Result<PathBuf, PullError> {
+        let target = self.store.blob_path(&descriptor.digest)?;
+        if target.is_file() {
+            return Ok(target);
+        }
+        let fetch_error = |message: String| PullError::Fetch {
+            reference: reference.whole(),
+            registry: resolved.registry.clone(),
+            digest: descriptor.digest.clone(),
+            message,
+        };
+        let started = Instant::now();
+        let work = self.store.temp_dir()?;
+        let partial = work.path().join("blob");
+        let mut file = tokio::fs::File::create(&partial)
+            .await
+            .map_err(|err| fetch_error(err.to_string()))?;
+        let mut stream = resolved
+            .client
+            .pull_blob_stream(&resolved.remote, descriptor)
+            .await
+            .map_err(|err| fetch_error(err.to_string()))?;
+        let mut hasher = Sha256::new();
+        let mut received: u64 = 0;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|err| fetch_error(err.to_string()))?;
+            hasher.update(&chunk);
+            received += chunk.len() as u64;
+            file.write_all(&chunk)
+                .await
+                .map_err(|err| fetch_error(err.to_string()))?;
+        }
+        file.sync_all()
+            .await
+            .map_err(|err| fetch_error(err.to_string()))?;
+        drop(file);
+        let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
+        if actual != descriptor.digest {
+            return Err(fetch_error(format!(
+                "digest mismatch: the registry sent content with digest {actual}"
+            )));
+        }
+        if descriptor.size >= 0 && received != descriptor.size as u64 {
+            return Err(fetch_error(format!(
+                "size mismatch: expected {} bytes, received {received}",
+                descriptor.size
+            )));
+        }
+        self.store.install(&partial, &target)?;
+        tracing::info!(
+            image = %reference,
+            blob = %descriptor.digest,
+            bytes = received,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "layer downloaded"
+        );
+        Ok(target)
+    }
+
+    /// Unpacks a stored blob into its layer directory, checking the diff id.
+    async fn unpack(
+        &self,
+        reference: &Reference,
+        blob: PathBuf,
+        layer: &LayerRecord,
+    ) -> Result<(), PullError> {
+        let unpack_error = |message: String| PullError::Unpack {
+            reference: reference.whole(),
+            digest: layer.blob_digest.clone(),
+            message,
+        };
+        let compression = Compression::from_media_type(&layer.media_type)
+            .map_err(|err| unpack_error(err.to_string()))?;
+        let target = self.store.layer_path(&layer.diff_id)?;
+        let work = self.store.temp_dir()?;
+        let staging = work.path().join("layer");
+        std::fs::create_dir(&staging).map_err(|err| unpack_error(err.to_string()))?;
+        let unpack_into = staging.clone();
+        // Unpacking is blocking file I/O: off the async workers.
+        let unpacked = tokio::task::spawn_blocking(move || {
+            unpack::unpack_layer(&blob, compression, &unpack_into)
+        })
+        .await
+        .map_err(|err| unpack_error(format!("unpack task failed: {err}")))?
+        .map_err(|err| unpack_error(err.to_string()))?;
+        if unpacked.diff_id != layer.diff_id {
+            return Err(unpack_error(format!(
+                "uncompressed digest {} does not match diff id {} in the image config",
+                unpacked.diff_id, layer.diff_id
+            )));
+        }
+        self.store.install(&staging, &target)?;
+        Ok(())
+    }
+}
+
+/// The reference as served by `host` (a mirror keeps the repository path).
+fn at_endpoint(reference: &Reference, host: &str) -> Reference {
+    let registry = host.to_string();
+    let repository = reference.repository().to_string();
+    match (reference.tag(), reference.digest()) {
+        // The digest pins the content; the tag is only recorded.
+        (_, Some(digest)) => Reference::with_digest(registry, repository, digest.to_string()),
+        (Some(tag), None) => Reference::with_tag(registry, repository, tag.to_string()),
+        (None, None) => Reference::with_tag(registry, repository, "latest".to_string()),
+    }
+}
+
+/// Fetches a manifest and checks its digest when one was asked for.
+async fn fetch_manifest(
+    client: &Client,
+    remote: &Reference,
+    auth: &RegistryAuth,
+    expected_digest: Option<&str>,
+) -> Result<(Vec<u8>, String), (String, bool)> {
+    let (bytes, _) = client
+        .pull_manifest_raw(remote, auth, &ACCEPTED_MANIFESTS)
+        .await
+        .map_err(|err| {
+            let not_found = is_not_found(&err);
+            (err.to_string(), not_found)
+        })?;
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    if let Some(expected) = expected_digest {
+        if expected != digest {
+            return Err((
+                format!("manifest digest mismatch: asked for {expected}, got content with digest {digest}"),
+                false,
+            ));
+        }
+    }
+    Ok((bytes.to_vec(), digest))
+}
+
+fn parse_manifest(bytes: &[u8]) -> Result<OciManifest, (String, bool)> {
+    serde_json::from_slice(bytes).map_err(|err| (format!("unsupported manifest: {err}"), false))
+}
+
+fn is_not_found(err: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError, OciErrorCode};
+    match err {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown
+            )
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirrors_keep_the_repository_path_and_prefer_the_digest() {
+        let tagged = reference::parse("registry.k8s.io/e2e-test-images/busybox:1.29-2").unwrap();
+        assert_eq!(
+            at_endpoint(&tagged, "localhost:5000").whole(),
+            "localhost:5000/e2e-test-images/busybox:1.29-2"
+        );
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let both = reference::parse(&format!("busybox:1@{digest}")).unwrap();
+        assert_eq!(
+            at_endpoint(&both, "localhost:5000").whole(),
+            format!("localhost:5000/library/busybox@{digest}")
+        );
+    }
+
+    #[test]
+    fn resolve_errors_name_every_endpoint() {
+        let err = PullError::Resolve {
+            reference: "docker.io/library/busybox:latest".into(),
+            failures: vec![
+                ("mirror localhost:5000".into(), "connection refused".into()),
+                ("mirror m.example".into(), "401".into()),
+            ],
+            not_found: false,
+        };
+        let text = err.to_string();
+        assert!(text.contains("docker.io/library/busybox:latest"), "{text}");
+        assert!(
+            text.contains("mirror localhost:5000: connection refused"),
+            "{text}"
+        );
+        assert!(text.contains("mirror m.example: 401"), "{text}");
+    }
+}
