@@ -2,8 +2,8 @@
 
 use berth_tests::Berthd;
 use cri_api::v1::{
-    CgroupDriver, ImageFsInfoRequest, ListContainersRequest, ListImagesRequest,
-    RuntimeConfigRequest, StatusRequest, VersionRequest,
+    CgroupDriver, ImageFsInfoRequest, ListContainersRequest, RuntimeConfigRequest, StatusRequest,
+    StreamImagesRequest, VersionRequest,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -170,11 +170,11 @@ async fn unbuilt_rpcs_are_unimplemented_and_named() {
     let err = berthd
         .image_client()
         .await
-        .list_images(ListImagesRequest::default())
+        .stream_images(StreamImagesRequest::default())
         .await
         .expect_err("not built yet");
     assert_eq!(err.code(), tonic::Code::Unimplemented);
-    assert!(err.message().contains("ListImages"), "{}", err.message());
+    assert!(err.message().contains("StreamImages"), "{}", err.message());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,17 +5,21 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use berth_image::hosts::{Mirrors, RegistryHosts};
+use berth_image::pull::ImagePuller;
+use berth_image::store::ImageStore;
 use cri_api::v1::image_service_server::ImageServiceServer;
 use cri_api::v1::runtime_service_server::RuntimeServiceServer;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tokio_stream::wrappers::UnixListenerStream;
 
-use crate::cgroup_driver::{self, RealHost};
+use crate::cgroup_driver::{self, CgroupDriver, RealHost};
 use crate::config::{Config, ConfigSource};
 use crate::instrument::RpcTraceLayer;
 use crate::layout::RootLayout;
 use crate::listener;
+use crate::root_lock::{RootLock, RootLockError};
 use crate::server::{CriService, RuntimeContext};
 
 /// kubelet sends and accepts messages up to 16 MiB (large container lists).
@@ -31,6 +35,10 @@ pub enum DaemonError {
     CgroupDriver(#[from] cgroup_driver::SystemdUnavailable),
     #[error(transparent)]
     Listen(#[from] listener::ListenError),
+    #[error(transparent)]
+    ImageStore(#[from] berth_image::store::StoreError),
+    #[error(transparent)]
+    RootLock(#[from] RootLockError),
     #[error("cannot create directory {path}: {source}")]
     CreateDir {
         path: std::path::PathBuf,
@@ -42,24 +50,70 @@ pub enum DaemonError {
     Serve(#[from] tonic::transport::Error),
 }
 
-/// Settles what must hold for the daemon's whole life: today the cgroup driver.
-pub fn build_context(config: Config) -> Result<RuntimeContext, DaemonError> {
-    let cgroup_driver = cgroup_driver::resolve(config.cgroup_driver, &RealHost)?;
-    Ok(RuntimeContext {
-        config,
-        cgroup_driver,
-    })
+/// Checks what must hold before anything is touched: the cgroup driver is
+/// resolved here, once, for the daemon's whole life (KEP-4033).
+pub fn preflight(config: &Config) -> Result<CgroupDriver, DaemonError> {
+    Ok(cgroup_driver::resolve(config.cgroup_driver, &RealHost)?)
 }
 
-/// Serves CRI until SIGTERM or SIGINT.
-pub async fn run(context: RuntimeContext, source: &ConfigSource) -> Result<(), DaemonError> {
-    let config = &context.config;
-    for dir in RootLayout::new(&config.root_dir).all() {
+/// Claims the root directory and opens what lives there. The socket is
+/// bound first, so a second berthd on the same socket stops before it
+/// touches anything, and the root lock stops one on another socket.
+fn open_context(
+    config: Config,
+    cgroup_driver: CgroupDriver,
+) -> Result<(RuntimeContext, RootLock), DaemonError> {
+    let layout = RootLayout::new(&config.root_dir);
+    for dir in layout.all() {
         create_dir(&dir)?;
     }
     create_dir(&config.state_dir)?;
+    let lock = RootLock::acquire(&config.root_dir)?;
+    let store = ImageStore::open(&layout.images())?;
+    let images = Arc::new(ImagePuller::new(Arc::new(store), registry_hosts(&config)));
+    let context = RuntimeContext {
+        config,
+        cgroup_driver,
+        images,
+    };
+    Ok((context, lock))
+}
+
+/// The registry part of the config, as the image library takes it.
+fn registry_hosts(config: &Config) -> RegistryHosts {
+    RegistryHosts {
+        insecure_hosts: config.registry.insecure_hosts.clone(),
+        mirrors: config
+            .registry
+            .mirrors
+            .iter()
+            .map(|(host, mirror)| {
+                let mirrors = Mirrors {
+                    endpoints: mirror.endpoints.clone(),
+                    fallback_to_upstream: mirror.fallback_to_upstream,
+                };
+                (host.clone(), mirrors)
+            })
+            .collect(),
+    }
+}
+
+/// Serves CRI until SIGTERM or SIGINT.
+pub async fn run(
+    config: Config,
+    cgroup_driver: CgroupDriver,
+    source: &ConfigSource,
+) -> Result<(), DaemonError> {
     let socket = config.listen.clone();
     let listener = listener::bind(&socket)?;
+    let (context, _root_lock) = match open_context(config, cgroup_driver) {
+        Ok(opened) => opened,
+        Err(err) => {
+            let _ = std::fs::remove_file(&socket);
+            return Err(err);
+        }
+    };
+    let config = &context.config;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         config = %source,

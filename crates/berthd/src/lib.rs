@@ -12,4 +12,5 @@ pub mod instrument;
 pub mod layout;
 pub mod listener;
 pub mod logging;
+pub mod root_lock;
 pub mod server;

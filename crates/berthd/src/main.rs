@@ -28,8 +28,8 @@ fn main() -> ExitCode {
     };
     logging::init(filter);
 
-    let context = match daemon::build_context(config) {
-        Ok(context) => context,
+    let cgroup_driver = match daemon::preflight(&config) {
+        Ok(driver) => driver,
         Err(err) => return fail(&err),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -39,7 +39,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return fail(&err),
     };
-    match runtime.block_on(daemon::run(context, &source)) {
+    match runtime.block_on(daemon::run(config, cgroup_driver, &source)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }

@@ -13,9 +13,11 @@ impl ImageService for CriService {
 
     async fn list_images(
         &self,
-        _request: Request<ListImagesRequest>,
+        request: Request<ListImagesRequest>,
     ) -> Result<Response<ListImagesResponse>, Status> {
-        Err(unimplemented("ListImages"))
+        self.serve_list_images(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stream_images(
@@ -27,23 +29,29 @@ impl ImageService for CriService {
 
     async fn image_status(
         &self,
-        _request: Request<ImageStatusRequest>,
+        request: Request<ImageStatusRequest>,
     ) -> Result<Response<ImageStatusResponse>, Status> {
-        Err(unimplemented("ImageStatus"))
+        self.serve_image_status(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn pull_image(
         &self,
-        _request: Request<PullImageRequest>,
+        request: Request<PullImageRequest>,
     ) -> Result<Response<PullImageResponse>, Status> {
-        Err(unimplemented("PullImage"))
+        self.serve_pull_image(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn remove_image(
         &self,
-        _request: Request<RemoveImageRequest>,
+        request: Request<RemoveImageRequest>,
     ) -> Result<Response<RemoveImageResponse>, Status> {
-        Err(unimplemented("RemoveImage"))
+        self.serve_remove_image(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn image_fs_info(

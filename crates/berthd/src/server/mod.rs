@@ -3,7 +3,10 @@
 //! only route the generated traits to them.
 
 mod image_fs_info;
+mod image_pull;
+mod image_remove;
 mod image_service;
+mod image_status;
 mod runtime_config;
 mod runtime_service;
 mod status;
@@ -12,21 +15,23 @@ mod version;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use berth_image::pull::ImagePuller;
 use tonic::Status;
 
 use crate::cgroup_driver::CgroupDriver;
 use crate::config::Config;
 
 /// What every handler may read: settled at start-up, never changed after.
-#[derive(Debug)]
 pub struct RuntimeContext {
     pub config: Config,
     /// Resolved once from `config.cgroup_driver` (KEP-4033).
     pub cgroup_driver: CgroupDriver,
+    /// The image store and the puller that fills it.
+    pub images: Arc<ImagePuller>,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CriService {
     context: Arc<RuntimeContext>,
 }
