@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures_util::future::try_join_all;
+use futures_util::future::join_all;
 use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{
@@ -283,15 +283,26 @@ impl ImagePuller {
             leased.push(layer.blob_digest.clone());
             leased.push(layer.diff_id.clone());
         }
-        let _lease = self.store.lease(leased);
+        let lease = self.store.lease(leased);
 
+        // Every layer's work is awaited, even after one fails, so nothing is
+        // still writing when the failure is cleaned up below.
         let fetches = resolved
             .manifest
             .layers
             .iter()
             .zip(&layers)
             .map(|(descriptor, layer)| self.ensure_layer(reference, &resolved, descriptor, layer));
-        try_join_all(fetches).await?;
+        let failure = join_all(fetches).await.into_iter().find_map(Result::err);
+        if let Some(err) = failure {
+            // A failed pull leaves nothing behind: content it fetched that no
+            // image names (and no other pull holds) goes.
+            drop(lease);
+            if let Err(cleanup) = self.store.discard_unreferenced() {
+                tracing::warn!(image = %reference, error = %cleanup, "cleanup after failed pull");
+            }
+            return Err(err);
+        }
 
         self.store
             .write_blob(&resolved.manifest_digest, &resolved.manifest_bytes)?;
@@ -313,7 +324,12 @@ impl ImagePuller {
                 .unwrap_or_default(),
             pinned: false,
         };
-        let repo_tag = reference::repo_tag(reference);
+        // `name:tag@digest` pins the digest; the tag may name other content
+        // in the registry, so it is not recorded (as containerd does).
+        let repo_tag = match reference.digest() {
+            Some(_) => None,
+            None => reference::repo_tag(reference),
+        };
         let repo_digest = reference::repo_digest(reference, &resolved.top_digest);
         Ok(self.store.commit(record, repo_tag, repo_digest)?)
     }

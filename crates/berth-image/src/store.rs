@@ -272,6 +272,13 @@ impl ImageStore {
         Ok(removed)
     }
 
+    /// Removes blobs and layers no image names and no pull holds, e.g. what
+    /// a failed pull fetched before it failed.
+    pub fn discard_unreferenced(&self) -> Result<(), StoreError> {
+        let index = self.lock_index();
+        self.collect_garbage(&index)
+    }
+
     /// Writes the index atomically: temp file, fsync, rename.
     fn persist(&self, index: &ImageIndex) -> Result<(), StoreError> {
         let path = self.root.join("index.json");
