@@ -1,11 +1,10 @@
-//! Routes each `ImageService` RPC to the file of its family. RPCs not
-//! built yet answer `UNIMPLEMENTED` naming themselves.
+//! Routes each `ImageService` RPC to the file of its family.
 
 use cri_api::v1::image_service_server::ImageService;
 use cri_api::v1::*;
 use tonic::{Request, Response, Status};
 
-use super::{unimplemented, CriService, ResponseStream};
+use super::{CriService, ResponseStream};
 
 #[tonic::async_trait]
 impl ImageService for CriService {
@@ -22,9 +21,11 @@ impl ImageService for CriService {
 
     async fn stream_images(
         &self,
-        _request: Request<StreamImagesRequest>,
+        request: Request<StreamImagesRequest>,
     ) -> Result<Response<Self::StreamImagesStream>, Status> {
-        Err(unimplemented("StreamImages"))
+        self.serve_stream_images(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn image_status(
