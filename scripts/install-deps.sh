@@ -8,6 +8,7 @@ TOOLS_BIN="${BERTH_TOOLS_BIN:-/usr/local/bin}"
 
 APT_PACKAGES=(
   docker-registry              # local registry for image tests and critest
+  apache2-utils zstd           # htpasswd and zstd layers for the image tests
   umoci skopeo                 # build and push the stand-in images
   containernetworking-plugins  # real CNI plugins in /usr/lib/cni
   iproute2 iptables            # netns, veth, portmap

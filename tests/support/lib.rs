@@ -2,6 +2,8 @@
 //! temporary socket with its own state directories, and connect CRI clients
 //! to it.
 
+pub mod registry;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
