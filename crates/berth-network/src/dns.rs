@@ -1,0 +1,198 @@
+//! The pod's `resolv.conf`, `hosts` and `hostname` files.
+//!
+//! The contents are built by pure functions; [`write_atomic`] puts them on
+//! disk so a container never sees a half-written file.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, Write as _};
+use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The host's resolver configuration.
+pub const HOST_RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// A `resolv.conf` from the CRI `DNSConfig`.
+///
+/// One `nameserver` line per server, then one `search` line and one `options`
+/// line; a section with no entries is left out, so all-empty input gives an
+/// empty file (in that case kubelet expects the host's file instead: see
+/// [`host_resolv_conf`]).
+pub fn resolv_conf(servers: &[String], searches: &[String], options: &[String]) -> String {
+    let mut out = String::new();
+    for server in servers {
+        let _ = writeln!(out, "nameserver {server}");
+    }
+    if !searches.is_empty() {
+        let _ = writeln!(out, "search {}", searches.join(" "));
+    }
+    if !options.is_empty() {
+        let _ = writeln!(out, "options {}", options.join(" "));
+    }
+    out
+}
+
+/// A `hosts` file like kubelet's managed one: the loopback and IPv6
+/// well-known entries, then `<ip>\t<hostname>` for each pod IP.
+pub fn hosts_file(hostname: &str, ips: &[IpAddr]) -> String {
+    let mut out = String::from(
+        "# Kubernetes-managed hosts file.\n\
+         127.0.0.1\tlocalhost\n\
+         ::1\tlocalhost ip6-localhost ip6-loopback\n\
+         fe00::0\tip6-localnet\n\
+         ff00::0\tip6-mcastprefix\n\
+         ff02::1\tip6-allnodes\n\
+         ff02::2\tip6-allrouters\n",
+    );
+    for ip in ips {
+        let _ = writeln!(out, "{ip}\t{hostname}");
+    }
+    out
+}
+
+/// The `hostname` file: the name and a newline.
+pub fn hostname_file(hostname: &str) -> String {
+    format!("{hostname}\n")
+}
+
+/// The host's `/etc/resolv.conf`, which a pod gets when its `DNSConfig` is
+/// empty (kubelet's `dnsPolicy: Default` with no servers).
+pub fn host_resolv_conf() -> io::Result<String> {
+    fs::read_to_string(HOST_RESOLV_CONF)
+}
+
+/// Writes `contents` to `path` atomically with permission bits `mode`.
+///
+/// The data goes to a temporary file in the same directory, which is synced
+/// and renamed over `path`; the directory is then synced so the rename
+/// survives a crash. Readers see the old file or the new one, never a part.
+pub fn write_atomic(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix(".berth-tmp-")
+        .tempfile_in(dir)?;
+    file.write_all(contents.as_bytes())?;
+    // Set explicitly: the umask must not decide what a container can read.
+    file.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|err| err.error)?;
+    fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn resolv_conf_full() {
+        let out = resolv_conf(
+            &strings(&["10.96.0.10", "fd00::10"]),
+            &strings(&[
+                "default.svc.cluster.local",
+                "svc.cluster.local",
+                "cluster.local",
+            ]),
+            &strings(&["ndots:5", "edns0"]),
+        );
+        assert_eq!(
+            out,
+            "nameserver 10.96.0.10\n\
+             nameserver fd00::10\n\
+             search default.svc.cluster.local svc.cluster.local cluster.local\n\
+             options ndots:5 edns0\n"
+        );
+    }
+
+    #[test]
+    fn resolv_conf_omits_empty_sections() {
+        assert_eq!(
+            resolv_conf(&strings(&["1.1.1.1"]), &[], &[]),
+            "nameserver 1.1.1.1\n"
+        );
+        assert_eq!(
+            resolv_conf(&[], &strings(&["example.com"]), &[]),
+            "search example.com\n"
+        );
+        assert_eq!(
+            resolv_conf(&[], &[], &strings(&["ndots:2"])),
+            "options ndots:2\n"
+        );
+        assert_eq!(resolv_conf(&[], &[], &[]), "");
+    }
+
+    #[test]
+    fn hosts_file_lists_pod_ips_after_the_well_known_entries() {
+        let ips: Vec<IpAddr> = vec!["10.244.1.7".parse().unwrap(), "fd00::7".parse().unwrap()];
+        let out = hosts_file("web-0", &ips);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "# Kubernetes-managed hosts file.",
+                "127.0.0.1\tlocalhost",
+                "::1\tlocalhost ip6-localhost ip6-loopback",
+                "fe00::0\tip6-localnet",
+                "ff00::0\tip6-mcastprefix",
+                "ff02::1\tip6-allnodes",
+                "ff02::2\tip6-allrouters",
+                "10.244.1.7\tweb-0",
+                "fd00::7\tweb-0",
+            ]
+        );
+        assert!(out.ends_with('\n'));
+        assert!(!hosts_file("x", &[]).contains("\tx"));
+    }
+
+    #[test]
+    fn hostname_file_ends_in_newline() {
+        assert_eq!(hostname_file("pod-a"), "pod-a\n");
+    }
+
+    #[test]
+    fn write_atomic_replaces_with_mode_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("resolv.conf");
+        write_atomic(&path, "nameserver 1.1.1.1\n", 0o644).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "nameserver 1.1.1.1\n");
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o644);
+
+        let before = fs::metadata(&path).unwrap().ino();
+        write_atomic(&path, "nameserver 9.9.9.9\n", 0o600).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "nameserver 9.9.9.9\n");
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
+        // Replaced by rename, not rewritten in place.
+        assert_ne!(fs::metadata(&path).unwrap().ino(), before);
+
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["resolv.conf"]);
+    }
+
+    #[test]
+    fn write_atomic_into_a_missing_directory_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = write_atomic(&dir.path().join("no/such/file"), "x", 0o644).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn host_resolv_conf_reads_the_host_file() {
+        match (host_resolv_conf(), fs::read_to_string(HOST_RESOLV_CONF)) {
+            (Ok(ours), Ok(theirs)) => assert_eq!(ours, theirs),
+            (Err(ours), Err(theirs)) => assert_eq!(ours.kind(), theirs.kind()),
+            (ours, theirs) => panic!("{ours:?} vs {theirs:?}"),
+        }
+    }
+}

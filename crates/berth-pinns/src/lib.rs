@@ -1,0 +1,131 @@
+//! berth-pinns: run by berthd (fork+exec, so berthd itself never forks) to
+//! create a pod's namespaces. Like CRI-O's `pinns`, it unshares the
+//! namespaces asked for, sets the hostname and namespaced sysctls inside
+//! them, and bind-mounts each namespace onto a file so it outlives every
+//! process. For a pod-wide PID namespace it also starts the pod's infra
+//! process: PID 1 of that namespace, which reaps zombies, holds no
+//! capabilities and lives in an empty root of its own.
+//!
+//! On success it prints the infra pid (or 0) on stdout and exits 0.
+
+pub mod infra;
+pub mod sysctl;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+
+/// What to create.
+#[derive(Debug, clap::Parser)]
+#[command(name = "berth-pinns")]
+pub struct Options {
+    /// Directory where the namespace files are pinned (`net`, `ipc`, `uts`, `pid`).
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub net: bool,
+    #[arg(long)]
+    pub ipc: bool,
+    #[arg(long)]
+    pub uts: bool,
+    /// A new PID namespace with an infra process as its PID 1.
+    #[arg(long)]
+    pub pid: bool,
+    /// Hostname to set in the new UTS namespace.
+    #[arg(long)]
+    pub hostname: Option<String>,
+    /// `key=value`, applied inside the new namespaces.
+    #[arg(long = "sysctl")]
+    pub sysctls: Vec<String>,
+    /// Empty directory the infra process uses as its root.
+    #[arg(long)]
+    pub infra_root: Option<PathBuf>,
+    /// User and group the infra process runs as.
+    #[arg(long, default_value_t = 65535)]
+    pub infra_id: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("{what}: {source}")]
+    Sys { what: String, source: nix::Error },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub(crate) fn sys(what: impl Into<String>) -> impl FnOnce(nix::Error) -> PinError {
+    let what = what.into();
+    move |source| PinError::Sys { what, source }
+}
+
+/// Does the whole job; returns the infra pid, or 0 without one.
+pub fn run(options: &Options) -> Result<i32, PinError> {
+    let sysctls = options
+        .sysctls
+        .iter()
+        .map(|text| sysctl::parse(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    if options.pid && options.infra_root.is_none() {
+        return Err(PinError::Invalid("--pid needs --infra-root".into()));
+    }
+    let mut flags = CloneFlags::empty();
+    for (asked, flag) in [
+        (options.net, CloneFlags::CLONE_NEWNET),
+        (options.ipc, CloneFlags::CLONE_NEWIPC),
+        (options.uts, CloneFlags::CLONE_NEWUTS),
+        (options.pid, CloneFlags::CLONE_NEWPID),
+    ] {
+        if asked {
+            flags |= flag;
+        }
+    }
+    unshare(flags).map_err(sys("unshare"))?;
+    if let Some(hostname) = &options.hostname {
+        if !options.uts {
+            return Err(PinError::Invalid("--hostname needs --uts".into()));
+        }
+        nix::unistd::sethostname(hostname).map_err(sys("sethostname"))?;
+    }
+    for setting in &sysctls {
+        setting.apply()?;
+    }
+    for (asked, name) in [
+        (options.net, "net"),
+        (options.ipc, "ipc"),
+        (options.uts, "uts"),
+    ] {
+        if asked {
+            pin(&format!("/proc/self/ns/{name}"), &options.dir.join(name))?;
+        }
+    }
+    if !options.pid {
+        return Ok(0);
+    }
+    let root = options.infra_root.as_deref().unwrap_or(Path::new("/"));
+    let infra = infra::start(root, options.infra_id)?;
+    pin(&format!("/proc/{infra}/ns/pid"), &options.dir.join("pid"))?;
+    Ok(infra)
+}
+
+/// Bind-mounts a namespace file onto `target` (created empty first).
+fn pin(source: &str, target: &Path) -> Result<(), PinError> {
+    File::create(target).map_err(|source| PinError::Io {
+        what: format!("create {}", target.display()),
+        source,
+    })?;
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(sys(format!("bind {source} on {}", target.display())))
+}
