@@ -36,6 +36,8 @@ cleanup() {
     kill -KILL "$berthd_pid" 2>/dev/null || true
   fi
   bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1 || true
+  # The CNI bridge plugin leaves its bridge behind by design; it is ours.
+  ip link del berth-ct0 2>/dev/null || true
   # The HostIpc specs leave 1 MiB System V shared-memory segments behind.
   local shm_after id
   shm_after="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ && $5 == 1048576 {print $2}' | sort)"

@@ -1,13 +1,15 @@
 //! Start-up and shutdown: settle the config, bind the socket, serve until
 //! SIGTERM or SIGINT, then remove the socket.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use berth_cgroups::{CgroupManager, CgroupfsManager, ParentTracker};
 use berth_image::hosts::{Mirrors, RegistryHosts};
 use berth_image::pull::ImagePuller;
 use berth_image::store::ImageStore;
+use berth_network::cni::CniConfig;
 use cri_api::v1::image_service_server::ImageServiceServer;
 use cri_api::v1::runtime_service_server::RuntimeServiceServer;
 use tokio::signal::unix::{signal, SignalKind};
@@ -20,6 +22,8 @@ use crate::instrument::RpcTraceLayer;
 use crate::layout::RootLayout;
 use crate::listener;
 use crate::root_lock::{RootLock, RootLockError};
+use crate::sandbox::store::SandboxStore;
+use crate::sandbox::SandboxManager;
 use crate::server::{CriService, RuntimeContext};
 
 /// kubelet sends and accepts messages up to 16 MiB (large container lists).
@@ -39,6 +43,8 @@ pub enum DaemonError {
     ImageStore(#[from] berth_image::store::StoreError),
     #[error(transparent)]
     RootLock(#[from] RootLockError),
+    #[error("start-up: {0}")]
+    Startup(String),
     #[error("cannot create directory {path}: {source}")]
     CreateDir {
         path: std::path::PathBuf,
@@ -71,12 +77,55 @@ fn open_context(
     let lock = RootLock::acquire(&config.root_dir)?;
     let store = ImageStore::open(&layout.images())?;
     let images = Arc::new(ImagePuller::new(Arc::new(store), registry_hosts(&config)));
+    let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver)?);
     let context = RuntimeContext {
         config,
         cgroup_driver,
         images,
+        sandboxes,
     };
     Ok((context, lock))
+}
+
+/// Sandbox state from earlier runs, the cgroup manager and CNI settings.
+fn open_sandboxes(config: &Config, driver: CgroupDriver) -> Result<SandboxManager, DaemonError> {
+    let startup =
+        |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
+    let cgroups: Arc<dyn CgroupManager> =
+        Arc::new(CgroupfsManager::new().map_err(|err| startup("cgroups", &err))?);
+    let parents = ParentTracker::open(
+        cgroups.clone(),
+        config.state_dir.join("cgroup-parents.json"),
+    )
+    .map_err(|err| startup("cgroup parents", &err))?;
+    let store = SandboxStore::open(&config.state_dir.join("sandboxes"))
+        .map_err(|err| startup("sandboxes", &err))?;
+    let driver_name = match driver {
+        CgroupDriver::Cgroupfs => berth_cgroups::Driver::Cgroupfs,
+        CgroupDriver::Systemd => berth_cgroups::Driver::Systemd,
+    };
+    let default_parent = config
+        .default_cgroup_parent
+        .clone()
+        .unwrap_or_else(|| driver.default_parent().to_string());
+    Ok(SandboxManager {
+        store,
+        cgroups,
+        parents,
+        driver: driver_name,
+        default_parent,
+        cni: CniConfig::new(config.cni.conf_dir.clone(), config.cni.bin_dirs.clone()),
+        pinns: helper_binary("berth-pinns"),
+        pod_cidr: RwLock::new(None),
+    })
+}
+
+/// A helper binary installed next to berthd.
+fn helper_binary(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 /// The registry part of the config, as the image library takes it.

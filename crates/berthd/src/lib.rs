@@ -13,4 +13,5 @@ pub mod layout;
 pub mod listener;
 pub mod logging;
 pub mod root_lock;
+pub mod sandbox;
 pub mod server;

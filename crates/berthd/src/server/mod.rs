@@ -9,6 +9,9 @@ mod image_service;
 mod image_status;
 mod runtime_config;
 mod runtime_service;
+mod runtime_update;
+mod sandbox_run;
+mod sandbox_status;
 mod status;
 mod version;
 
@@ -16,6 +19,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_image::pull::ImagePuller;
+
+use crate::sandbox::SandboxManager;
 use tonic::Status;
 
 use crate::cgroup_driver::CgroupDriver;
@@ -28,6 +33,8 @@ pub struct RuntimeContext {
     pub cgroup_driver: CgroupDriver,
     /// The image store and the puller that fills it.
     pub images: Arc<ImagePuller>,
+    /// Pod sandboxes.
+    pub sandboxes: Arc<SandboxManager>,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).

@@ -25,44 +25,56 @@ impl RuntimeService for CriService {
 
     async fn run_pod_sandbox(
         &self,
-        _request: Request<RunPodSandboxRequest>,
+        request: Request<RunPodSandboxRequest>,
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
-        Err(unimplemented("RunPodSandbox"))
+        self.serve_run_pod_sandbox(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stop_pod_sandbox(
         &self,
-        _request: Request<StopPodSandboxRequest>,
+        request: Request<StopPodSandboxRequest>,
     ) -> Result<Response<StopPodSandboxResponse>, Status> {
-        Err(unimplemented("StopPodSandbox"))
+        self.serve_stop_pod_sandbox(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn remove_pod_sandbox(
         &self,
-        _request: Request<RemovePodSandboxRequest>,
+        request: Request<RemovePodSandboxRequest>,
     ) -> Result<Response<RemovePodSandboxResponse>, Status> {
-        Err(unimplemented("RemovePodSandbox"))
+        self.serve_remove_pod_sandbox(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn pod_sandbox_status(
         &self,
-        _request: Request<PodSandboxStatusRequest>,
+        request: Request<PodSandboxStatusRequest>,
     ) -> Result<Response<PodSandboxStatusResponse>, Status> {
-        Err(unimplemented("PodSandboxStatus"))
+        self.serve_pod_sandbox_status(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_pod_sandbox(
         &self,
-        _request: Request<ListPodSandboxRequest>,
+        request: Request<ListPodSandboxRequest>,
     ) -> Result<Response<ListPodSandboxResponse>, Status> {
-        Err(unimplemented("ListPodSandbox"))
+        self.serve_list_pod_sandbox(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stream_pod_sandboxes(
         &self,
-        _request: Request<StreamPodSandboxesRequest>,
+        request: Request<StreamPodSandboxesRequest>,
     ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
-        Err(unimplemented("StreamPodSandboxes"))
+        self.serve_stream_pod_sandboxes(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn create_container(
@@ -197,9 +209,11 @@ impl RuntimeService for CriService {
 
     async fn update_runtime_config(
         &self,
-        _request: Request<UpdateRuntimeConfigRequest>,
+        request: Request<UpdateRuntimeConfigRequest>,
     ) -> Result<Response<UpdateRuntimeConfigResponse>, Status> {
-        Err(unimplemented("UpdateRuntimeConfig"))
+        self.serve_update_runtime_config(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn status(

@@ -1,0 +1,58 @@
+//! `RunPodSandbox`, `StopPodSandbox` and `RemovePodSandbox`.
+
+use cri_api::v1::{
+    RemovePodSandboxRequest, RemovePodSandboxResponse, RunPodSandboxRequest, RunPodSandboxResponse,
+    StopPodSandboxRequest, StopPodSandboxResponse,
+};
+use tonic::Status;
+
+use super::CriService;
+
+impl CriService {
+    pub(super) async fn serve_run_pod_sandbox(
+        &self,
+        request: RunPodSandboxRequest,
+    ) -> Result<RunPodSandboxResponse, Status> {
+        let config = request
+            .config
+            .ok_or_else(|| Status::invalid_argument("config is required"))?;
+        let pod_sandbox_id = self
+            .context()
+            .sandboxes
+            .run(config, &request.runtime_handler)
+            .await?;
+        tracing::info!(sandbox = %pod_sandbox_id, "pod sandbox ready");
+        Ok(RunPodSandboxResponse { pod_sandbox_id })
+    }
+
+    pub(super) async fn serve_stop_pod_sandbox(
+        &self,
+        request: StopPodSandboxRequest,
+    ) -> Result<StopPodSandboxResponse, Status> {
+        require_id(&request.pod_sandbox_id)?;
+        self.context()
+            .sandboxes
+            .stop(&request.pod_sandbox_id)
+            .await?;
+        Ok(StopPodSandboxResponse {})
+    }
+
+    pub(super) async fn serve_remove_pod_sandbox(
+        &self,
+        request: RemovePodSandboxRequest,
+    ) -> Result<RemovePodSandboxResponse, Status> {
+        require_id(&request.pod_sandbox_id)?;
+        self.context()
+            .sandboxes
+            .remove(&request.pod_sandbox_id)
+            .await?;
+        Ok(RemovePodSandboxResponse {})
+    }
+}
+
+fn require_id(id: &str) -> Result<(), Status> {
+    if id.is_empty() {
+        return Err(Status::invalid_argument("pod_sandbox_id is required"));
+    }
+    Ok(())
+}

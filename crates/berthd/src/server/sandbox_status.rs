@@ -1,0 +1,149 @@
+//! `PodSandboxStatus`, `ListPodSandbox` and `StreamPodSandboxes`.
+
+use cri_api::v1::{
+    LinuxPodSandboxStatus, ListPodSandboxRequest, ListPodSandboxResponse, Namespace, NamespaceMode,
+    NamespaceOption, PodIp, PodSandbox, PodSandboxFilter, PodSandboxNetworkStatus, PodSandboxState,
+    PodSandboxStatus, PodSandboxStatusRequest, PodSandboxStatusResponse, StreamPodSandboxesRequest,
+    StreamPodSandboxesResponse,
+};
+use tonic::Status;
+
+use super::{CriService, ResponseStream};
+use crate::sandbox::labels_match;
+use crate::sandbox::store::{SandboxRecord, SandboxState};
+
+/// Sandboxes per `StreamPodSandboxes` message.
+const SANDBOXES_PER_MESSAGE: usize = 500;
+
+impl CriService {
+    pub(super) async fn serve_pod_sandbox_status(
+        &self,
+        request: PodSandboxStatusRequest,
+    ) -> Result<PodSandboxStatusResponse, Status> {
+        let sandboxes = &self.context().sandboxes;
+        let handle = sandboxes.find(&request.pod_sandbox_id)?.ok_or_else(|| {
+            Status::not_found(format!(
+                "pod sandbox {:?} not found",
+                request.pod_sandbox_id
+            ))
+        })?;
+        let record = handle.lock().await.clone();
+        let mut info = std::collections::HashMap::new();
+        if request.verbose {
+            let verbose = serde_json::json!({
+                "pid": record.infra.as_ref().map(|infra| infra.pid).unwrap_or(0),
+                "netns": record.namespaces.get("net"),
+                "namespaces": record.namespaces,
+                "cgroupPath": record.cgroup_path,
+                "cgroupParent": record.cgroup_parent,
+                "dir": record.dir,
+                "cniResult": record.cni_result,
+            });
+            info.insert("info".to_string(), verbose.to_string());
+        }
+        Ok(PodSandboxStatusResponse {
+            status: Some(to_status(&record)),
+            info,
+            containers_statuses: Vec::new(),
+            timestamp: crate::sandbox::now_nanos(),
+        })
+    }
+
+    pub(super) async fn serve_list_pod_sandbox(
+        &self,
+        request: ListPodSandboxRequest,
+    ) -> Result<ListPodSandboxResponse, Status> {
+        Ok(ListPodSandboxResponse {
+            items: self.filtered_sandboxes(request.filter).await,
+        })
+    }
+
+    pub(super) async fn serve_stream_pod_sandboxes(
+        &self,
+        request: StreamPodSandboxesRequest,
+    ) -> Result<ResponseStream<StreamPodSandboxesResponse>, Status> {
+        let items = self.filtered_sandboxes(request.filter).await;
+        let chunks: Vec<Result<StreamPodSandboxesResponse, Status>> = items
+            .chunks(SANDBOXES_PER_MESSAGE)
+            .map(|chunk| {
+                Ok(StreamPodSandboxesResponse {
+                    pod_sandboxes: chunk.to_vec(),
+                })
+            })
+            .collect();
+        Ok(Box::pin(tokio_stream::iter(chunks)))
+    }
+
+    async fn filtered_sandboxes(&self, filter: Option<PodSandboxFilter>) -> Vec<PodSandbox> {
+        let filter = filter.unwrap_or_default();
+        let mut items = Vec::new();
+        for handle in self.context().sandboxes.store.all() {
+            let record = handle.lock().await.clone();
+            if !filter.id.is_empty() && !record.id.starts_with(&filter.id) {
+                continue;
+            }
+            if let Some(state) = &filter.state {
+                if state.state() != cri_state(record.state) {
+                    continue;
+                }
+            }
+            let config = record.decode_config();
+            if !labels_match(&config.labels, &filter.label_selector) {
+                continue;
+            }
+            items.push(PodSandbox {
+                id: record.id.clone(),
+                metadata: config.metadata.clone(),
+                state: cri_state(record.state) as i32,
+                created_at: record.created_at,
+                labels: config.labels.clone(),
+                annotations: config.annotations.clone(),
+                runtime_handler: record.runtime_handler.clone(),
+            });
+        }
+        items.sort_by_key(|item| std::cmp::Reverse(item.created_at));
+        items
+    }
+}
+
+fn cri_state(state: SandboxState) -> PodSandboxState {
+    match state {
+        SandboxState::Ready => PodSandboxState::SandboxReady,
+        SandboxState::NotReady => PodSandboxState::SandboxNotready,
+    }
+}
+
+/// A record as CRI's `PodSandboxStatus`.
+fn to_status(record: &SandboxRecord) -> PodSandboxStatus {
+    let config = record.decode_config();
+    let options = config
+        .linux
+        .as_ref()
+        .and_then(|linux| linux.security_context.as_ref())
+        .and_then(|context| context.namespace_options.clone())
+        .unwrap_or(NamespaceOption {
+            network: NamespaceMode::Pod as i32,
+            pid: NamespaceMode::Pod as i32,
+            ipc: NamespaceMode::Pod as i32,
+            ..Default::default()
+        });
+    let mut ips = record.ips.iter();
+    PodSandboxStatus {
+        id: record.id.clone(),
+        metadata: config.metadata.clone(),
+        state: cri_state(record.state) as i32,
+        created_at: record.created_at,
+        network: Some(PodSandboxNetworkStatus {
+            ip: ips.next().cloned().unwrap_or_default(),
+            additional_ips: ips.map(|ip| PodIp { ip: ip.clone() }).collect(),
+        }),
+        linux: Some(LinuxPodSandboxStatus {
+            namespaces: Some(Namespace {
+                options: Some(options),
+            }),
+        }),
+        labels: config.labels.clone(),
+        annotations: config.annotations.clone(),
+        runtime_handler: record.runtime_handler.clone(),
+    }
+}
