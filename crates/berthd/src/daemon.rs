@@ -116,6 +116,7 @@ fn open_sandboxes(config: &Config, driver: CgroupDriver) -> Result<SandboxManage
         default_parent,
         cni: CniConfig::new(config.cni.conf_dir.clone(), config.cni.bin_dirs.clone()),
         pinns: helper_binary("berth-pinns"),
+        ns_dir: config.state_dir.join("ns"),
         pod_cidr: RwLock::new(None),
     })
 }

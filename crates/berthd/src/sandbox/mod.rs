@@ -34,6 +34,8 @@ pub struct SandboxManager {
     pub default_parent: String,
     pub cni: CniConfig,
     pub pinns: PathBuf,
+    /// Where namespaces are pinned: `<state_dir>/ns/<sandbox id>/<kind>`.
+    pub ns_dir: PathBuf,
     /// The pod CIDR from UpdateRuntimeConfig, passed to CNI as `ipRanges`.
     pub pod_cidr: RwLock<Option<String>>,
 }
@@ -44,6 +46,7 @@ struct Undo {
     name: Option<(String, String)>,
     cgroup: Option<String>,
     dir: Option<PathBuf>,
+    ns_dir: Option<PathBuf>,
     pins: Vec<PathBuf>,
     shm: Option<PathBuf>,
     infra: Option<store::InfraProcess>,
@@ -142,14 +145,16 @@ impl SandboxManager {
         undo.cgroup = Some(location.path.clone());
 
         let dir = self.store.sandbox_dir(id);
-        std::fs::create_dir_all(dir.join("ns")).map_err(|err| internal("sandbox dir", &err))?;
+        let ns_dir = self.ns_dir.join(id);
         std::fs::create_dir_all(dir.join("root")).map_err(|err| internal("sandbox dir", &err))?;
         undo.dir = Some(dir.clone());
+        std::fs::create_dir_all(&ns_dir).map_err(|err| internal("namespace dir", &err))?;
+        undo.ns_dir = Some(ns_dir.clone());
 
         // Namespaces, hostname, sysctls and the infra process.
         let hostname = pod_hostname(&config);
         let request = PinRequest {
-            dir: dir.join("ns"),
+            dir: ns_dir.clone(),
             net: network_mode != NamespaceMode::Node,
             ipc: ipc_mode != NamespaceMode::Node,
             uts: network_mode != NamespaceMode::Node,
@@ -252,6 +257,9 @@ impl SandboxManager {
         for pin in &undo.pins {
             namespaces::unmount(pin);
         }
+        if let Some(ns_dir) = &undo.ns_dir {
+            let _ = std::fs::remove_dir(ns_dir);
+        }
         if let Some(dir) = &undo.dir {
             let _ = std::fs::remove_dir_all(dir);
         }
@@ -317,6 +325,9 @@ impl SandboxManager {
         }
         for pin in record.namespaces.values() {
             namespaces::unmount(pin);
+            if let Some(ns_dir) = pin.parent() {
+                let _ = std::fs::remove_dir(ns_dir);
+            }
         }
         self.cgroups.remove(&record.cgroup_path).map_err(|err| {
             Status::internal(format!("sandbox cgroup {}: {err}", record.cgroup_path))

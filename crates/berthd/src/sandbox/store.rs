@@ -37,7 +37,7 @@ pub struct SandboxRecord {
     pub runtime_handler: String,
     /// The `PodSandboxConfig` as received, protobuf-encoded then base64.
     pub config: String,
-    /// This sandbox's directory: pinned namespaces, DNS files, shm.
+    /// This sandbox's directory: DNS files, shm, the infra process's root.
     pub dir: PathBuf,
     /// Pinned namespace files, by kind (`net`, `ipc`, `uts`, `pid`).
     pub namespaces: HashMap<String, PathBuf>,
