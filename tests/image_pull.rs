@@ -1153,3 +1153,65 @@ async fn stream_images_gives_what_list_images_gives() {
         [registry.reference("test/two:v1")]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn removing_an_image_while_a_pull_uses_its_layers_keeps_them() {
+    // B shares a layer with A. While B is being pulled (its own large layer
+    // still downloading), A is removed: the shared layer is in use by B's
+    // pull and must survive, so B ends up complete.
+    let registry = TestRegistry::start();
+    let shared = "berth-shared-in-use-7f3";
+    let shared_layer = || {
+        Layer::uncompressed(
+            RawTar::new()
+                .file("shared.txt", shared.as_bytes(), 0o644)
+                .finish(),
+        )
+    };
+    let a = registry
+        .push_image(
+            "test/a",
+            &["v1"],
+            &TestImage::new(vec![shared_layer(), Layer::gzip(tiny_layer_tar("only-a"))]),
+        )
+        .await;
+    let big = tar_with_files(&[("big.bin", &pseudo_random_bytes(11, 48 << 20))]);
+    let b = registry
+        .push_image(
+            "test/b",
+            &["v1"],
+            &TestImage::new(vec![shared_layer(), Layer::uncompressed(big)]),
+        )
+        .await;
+    let berthd = Berthd::start("");
+    let images = berthd.image_client().await;
+    let (ref_a, ref_b) = (
+        registry.reference("test/a:v1"),
+        registry.reference("test/b:v1"),
+    );
+    assert_eq!(pull_ok(&images, &ref_a).await, a.id());
+
+    let pulling_b = {
+        let images = images.clone();
+        let ref_b = ref_b.clone();
+        tokio::spawn(async move { pull_ok(&images, &ref_b).await })
+    };
+    // Remove A only once B's pull is downloading (its work dir exists), so
+    // B has already found the shared layer present.
+    let tmp = image_store(&berthd).join("tmp");
+    let downloading = eventually(Duration::from_secs(30), || {
+        std::fs::read_dir(&tmp).is_ok_and(|mut entries| entries.next().is_some())
+    })
+    .await;
+    assert!(downloading, "B's pull never started downloading");
+    remove(&images, &ref_a).await;
+    assert_eq!(pulling_b.await.expect("pull task"), b.id());
+
+    assert!(status(&images, &ref_a).await.is_none());
+    assert_eq!(status_ok(&images, &ref_b).await.id, b.id());
+    let store = image_store(&berthd);
+    assert!(
+        !files_containing(&store.join("layers"), shared.as_bytes()).is_empty(),
+        "the layer B's pull was using was deleted with A"
+    );
+}
