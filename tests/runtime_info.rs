@@ -195,3 +195,21 @@ async fn image_fs_info_reports_the_store_directories() {
         assert!(usage.used_bytes.is_some());
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configured_runtime_handlers_are_listed() {
+    let berthd = Berthd::start("runtime_handlers = [\"fast\"]");
+    let status = berthd
+        .runtime_client()
+        .await
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    let names: Vec<_> = status
+        .runtime_handlers
+        .iter()
+        .map(|handler| handler.name.as_str())
+        .collect();
+    assert_eq!(names, ["", "fast"]);
+}

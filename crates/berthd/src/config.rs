@@ -51,6 +51,8 @@ pub struct Config {
     /// absent it follows the driver: `/berth` (cgroupfs) or `system.slice` (systemd).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_cgroup_parent: Option<String>,
+    /// RuntimeClass handler names accepted besides the default `""`.
+    pub runtime_handlers: Vec<String>,
     pub cni: CniConfig,
     pub registry: RegistryConfig,
 }
@@ -64,6 +66,7 @@ impl Default for Config {
             log_level: LogLevel::Info,
             cgroup_driver: CgroupDriverSetting::Auto,
             default_cgroup_parent: None,
+            runtime_handlers: Vec::new(),
             cni: CniConfig::default(),
             registry: RegistryConfig::default(),
         }
@@ -239,6 +242,19 @@ impl Config {
                 return Err(invalid(
                     "default_cgroup_parent",
                     "must not be empty; omit it to use the driver's default".to_string(),
+                ));
+            }
+        }
+        for handler in &self.runtime_handlers {
+            let valid = !handler.is_empty()
+                && handler.len() <= 63
+                && handler.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                });
+            if !valid {
+                return Err(invalid(
+                    "runtime_handlers",
+                    format!("has {handler:?}; handler names are lowercase DNS labels, as RuntimeClass handlers"),
                 ));
             }
         }

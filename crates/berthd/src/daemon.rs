@@ -117,6 +117,7 @@ fn open_sandboxes(config: &Config, driver: CgroupDriver) -> Result<SandboxManage
         cni: CniConfig::new(config.cni.conf_dir.clone(), config.cni.bin_dirs.clone()),
         pinns: helper_binary("berth-pinns"),
         ns_dir: config.state_dir.join("ns"),
+        runtime_handlers: config.runtime_handlers.clone(),
         pod_cidr: RwLock::new(None),
     })
 }

@@ -36,6 +36,8 @@ pub struct SandboxManager {
     pub pinns: PathBuf,
     /// Where namespaces are pinned: `<state_dir>/ns/<sandbox id>/<kind>`.
     pub ns_dir: PathBuf,
+    /// Handler names accepted besides the default `""`.
+    pub runtime_handlers: Vec<String>,
     /// The pod CIDR from UpdateRuntimeConfig, passed to CNI as `ipRanges`.
     pub pod_cidr: RwLock<Option<String>>,
 }
@@ -75,9 +77,14 @@ impl SandboxManager {
                 )));
             }
         }
-        if !runtime_handler.is_empty() {
+        if !runtime_handler.is_empty()
+            && !self
+                .runtime_handlers
+                .iter()
+                .any(|name| name == runtime_handler)
+        {
             return Err(Status::invalid_argument(format!(
-                "runtime_handler {runtime_handler:?} is not configured; berth has only the default handler \"\""
+                "runtime_handler {runtime_handler:?} is not configured (runtime_handlers in the config)"
             )));
         }
         let id = new_id();
@@ -94,7 +101,10 @@ impl SandboxManager {
             name: Some((name_key.clone(), id.clone())),
             ..Default::default()
         };
-        match self.set_up(&id, &name_key, config, &mut undo).await {
+        match self
+            .set_up(&id, &name_key, runtime_handler, config, &mut undo)
+            .await
+        {
             Ok(record) => {
                 self.store.insert(record);
                 Ok(id)
@@ -110,6 +120,7 @@ impl SandboxManager {
         &self,
         id: &str,
         name_key: &str,
+        runtime_handler: &str,
         config: PodSandboxConfig,
         undo: &mut Undo,
     ) -> Result<SandboxRecord, Status> {
@@ -222,7 +233,7 @@ impl SandboxManager {
             name_key: name_key.to_string(),
             created_at: now_nanos(),
             state: SandboxState::Ready,
-            runtime_handler: String::new(),
+            runtime_handler: runtime_handler.to_string(),
             config: SandboxRecord::encode_config(&config),
             dir,
             namespaces: pinned.namespaces,

@@ -28,7 +28,7 @@ impl CriService {
                 conditions: vec![runtime_condition(), network_condition(&config.cni.conf_dir)],
             }),
             info,
-            runtime_handlers: runtime_handlers(),
+            runtime_handlers: runtime_handlers(&config.runtime_handlers),
             features: Some(RuntimeFeatures {
                 // Each feature turns on in the change that makes it work.
                 supplemental_groups_policy: false,
@@ -77,14 +77,17 @@ fn network_condition(conf_dir: &Path) -> RuntimeCondition {
 
 /// The handlers `RunPodSandbox` accepts. The empty name is the default
 /// handler, which kubelet uses when a pod names no RuntimeClass.
-fn runtime_handlers() -> Vec<RuntimeHandler> {
-    vec![RuntimeHandler {
-        name: String::new(),
-        features: Some(RuntimeHandlerFeatures {
-            recursive_read_only_mounts: false,
-            user_namespaces: false,
-        }),
-    }]
+fn runtime_handlers(configured: &[String]) -> Vec<RuntimeHandler> {
+    std::iter::once(String::new())
+        .chain(configured.iter().cloned())
+        .map(|name| RuntimeHandler {
+            name,
+            features: Some(RuntimeHandlerFeatures {
+                recursive_read_only_mounts: false,
+                user_namespaces: false,
+            }),
+        })
+        .collect()
 }
 
 #[cfg(test)]
