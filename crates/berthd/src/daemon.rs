@@ -118,6 +118,7 @@ fn open_sandboxes(config: &Config, driver: CgroupDriver) -> Result<SandboxManage
         pinns: helper_binary("berth-pinns"),
         ns_dir: config.state_dir.join("ns"),
         runtime_handlers: config.runtime_handlers.clone(),
+        cgroup_lock: std::sync::Mutex::new(()),
         pod_cidr: RwLock::new(None),
     })
 }

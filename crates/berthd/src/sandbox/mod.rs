@@ -36,6 +36,10 @@ pub struct SandboxManager {
     pub pinns: PathBuf,
     /// Where namespaces are pinned: `<state_dir>/ns/<sandbox id>/<kind>`.
     pub ns_dir: PathBuf,
+    /// Held while creating a sandbox cgroup under a parent, and while
+    /// removing cgroups and unused parents, so a parent is never removed
+    /// between being ensured and receiving its child.
+    pub cgroup_lock: std::sync::Mutex<()>,
     /// Handler names accepted besides the default `""`.
     pub runtime_handlers: Vec<String>,
     /// The pod CIDR from UpdateRuntimeConfig, passed to CNI as `ipRanges`.
@@ -147,13 +151,16 @@ impl SandboxManager {
             id,
         )
         .map_err(|err| Status::invalid_argument(format!("linux.cgroup_parent: {err}")))?;
-        self.parents.ensure(&location.parent_path).map_err(|err| {
-            Status::internal(format!("cgroup parent {}: {err}", location.parent_path))
-        })?;
-        self.cgroups
-            .create(&location.path)
-            .map_err(|err| Status::internal(format!("sandbox cgroup {}: {err}", location.path)))?;
-        undo.cgroup = Some(location.path.clone());
+        {
+            let _cgroups = self.lock_cgroups();
+            self.parents.ensure(&location.parent_path).map_err(|err| {
+                Status::internal(format!("cgroup parent {}: {err}", location.parent_path))
+            })?;
+            self.cgroups.create(&location.path).map_err(|err| {
+                Status::internal(format!("sandbox cgroup {}: {err}", location.path))
+            })?;
+            undo.cgroup = Some(location.path.clone());
+        }
 
         let dir = self.store.sandbox_dir(id);
         let ns_dir = self.ns_dir.join(id);
@@ -275,6 +282,7 @@ impl SandboxManager {
             let _ = std::fs::remove_dir_all(dir);
         }
         if let Some(path) = &undo.cgroup {
+            let _cgroups = self.lock_cgroups();
             if let Err(err) = self.cgroups.remove(path) {
                 tracing::warn!(cgroup = %path, error = %err, "undo: remove cgroup");
             }
@@ -292,6 +300,10 @@ impl SandboxManager {
             return Ok(());
         };
         let mut record = handle.lock().await;
+        // A concurrent RemovePodSandbox finished while we waited: success.
+        if !self.store.contains(&record.id) {
+            return Ok(());
+        }
         if let Some(infra) = &record.infra {
             process::kill_and_wait(infra).await;
         }
@@ -331,20 +343,25 @@ impl SandboxManager {
         let full_id = handle.lock().await.id.clone();
         self.stop(&full_id).await?;
         let record = handle.lock().await;
+        if !self.store.contains(&record.id) {
+            return Ok(());
+        }
         if let Some(shm) = &record.shm {
             namespaces::unmount(shm);
         }
         for pin in record.namespaces.values() {
             namespaces::unmount(pin);
-            if let Some(ns_dir) = pin.parent() {
-                let _ = std::fs::remove_dir(ns_dir);
-            }
         }
-        self.cgroups.remove(&record.cgroup_path).map_err(|err| {
-            Status::internal(format!("sandbox cgroup {}: {err}", record.cgroup_path))
-        })?;
-        if let Err(err) = self.parents.remove_unused_parents() {
-            tracing::warn!(error = %err, "removing unused cgroup parents");
+        // Pods with only host namespaces have no pins, but still the dir.
+        let _ = std::fs::remove_dir(self.ns_dir.join(&record.id));
+        {
+            let _cgroups = self.lock_cgroups();
+            self.cgroups.remove(&record.cgroup_path).map_err(|err| {
+                Status::internal(format!("sandbox cgroup {}: {err}", record.cgroup_path))
+            })?;
+            if let Err(err) = self.parents.remove_unused_parents() {
+                tracing::warn!(error = %err, "removing unused cgroup parents");
+            }
         }
         if let Err(err) = std::fs::remove_dir_all(&record.dir) {
             if err.kind() != std::io::ErrorKind::NotFound {
@@ -357,6 +374,12 @@ impl SandboxManager {
         self.store.remove(&record.id);
         self.store.release_name(&record.name_key, &record.id);
         Ok(())
+    }
+
+    fn lock_cgroups(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.cgroup_lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The sandbox `id` names (full id or unique prefix).

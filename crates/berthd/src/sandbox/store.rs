@@ -59,6 +59,17 @@ pub struct SandboxRecord {
 }
 
 impl SandboxRecord {
+    /// The state to report: a sandbox whose infra process died outside
+    /// berth's control is no longer ready, so kubelet recreates it.
+    pub fn effective_state(&self) -> SandboxState {
+        match (&self.state, &self.infra) {
+            (SandboxState::Ready, Some(infra)) if !super::process::is_alive(infra) => {
+                SandboxState::NotReady
+            }
+            (state, _) => *state,
+        }
+    }
+
     pub fn decode_config(&self) -> PodSandboxConfig {
         base64::engine::general_purpose::STANDARD
             .decode(&self.config)
@@ -190,6 +201,11 @@ impl SandboxStore {
             (None, _) => Ok(None),
             (Some(_), Some(_)) => Err(AmbiguousId(id.to_string())),
         }
+    }
+
+    /// Whether the sandbox `id` (a full id) is still known.
+    pub fn contains(&self, id: &str) -> bool {
+        lock(&self.sandboxes).contains_key(id)
     }
 
     /// Every sandbox.

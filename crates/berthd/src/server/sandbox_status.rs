@@ -83,7 +83,7 @@ impl CriService {
                 continue;
             }
             if let Some(state) = &filter.state {
-                if state.state() != cri_state(record.state) {
+                if state.state() != cri_state(record.effective_state()) {
                     continue;
                 }
             }
@@ -94,7 +94,7 @@ impl CriService {
             items.push(PodSandbox {
                 id: record.id.clone(),
                 metadata: config.metadata.clone(),
-                state: cri_state(record.state) as i32,
+                state: cri_state(record.effective_state()) as i32,
                 created_at: record.created_at,
                 labels: config.labels.clone(),
                 annotations: config.annotations.clone(),
@@ -131,7 +131,7 @@ fn to_status(record: &SandboxRecord) -> PodSandboxStatus {
     PodSandboxStatus {
         id: record.id.clone(),
         metadata: config.metadata.clone(),
-        state: cri_state(record.state) as i32,
+        state: cri_state(record.effective_state()) as i32,
         created_at: record.created_at,
         network: Some(PodSandboxNetworkStatus {
             ip: ips.next().cloned().unwrap_or_default(),
