@@ -8,5 +8,39 @@ cd "$repo"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/target}"
 
 bash scripts/install-deps.sh
-cargo build --release --locked -p berthd
+
+# Pods need a CNI network. When the config dir has none, write a default:
+# a bridge with NAT to the outside, host ports (portmap), and a /16 so that
+# hundreds of pods fit. BERTH_CNI_CONF_DIR, BERTH_CNI_BRIDGE and
+# BERTH_CNI_SUBNET change it; an existing config is never touched.
+cni_conf_dir="${BERTH_CNI_CONF_DIR:-/etc/cni/net.d}"
+cni_bridge="${BERTH_CNI_BRIDGE:-berth0}"
+cni_subnet="${BERTH_CNI_SUBNET:-10.88.0.0/16}"
+mkdir -p "$cni_conf_dir"
+if ! ls "$cni_conf_dir" | grep -qE '\.(conf|conflist|json)$'; then
+  echo "run.sh: writing $cni_conf_dir/10-berth.conflist (bridge $cni_bridge, subnet $cni_subnet)" >&2
+  cat >"$cni_conf_dir/10-berth.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "berth",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$cni_bridge",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$cni_subnet" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }]
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+CNI
+fi
+
+cargo build --release --locked -p berthd -p berth-pinns
 exec "$CARGO_TARGET_DIR/release/berthd" "$@"
