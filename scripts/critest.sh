@@ -20,6 +20,8 @@ registry="localhost:${CRITEST_REGISTRY_PORT:-5000}"
 export BERTH_REGISTRY_ADDR="127.0.0.1:${CRITEST_REGISTRY_PORT:-5000}"
 
 log() { echo "critest.sh: $*" >&2; }
+# shellcheck source=lib/process.sh
+source "$repo/scripts/lib/process.sh"
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 berthd_pid=""
@@ -31,9 +33,7 @@ cleanup() {
   if [[ -n "$berthd_pid" ]] && kill -0 "$berthd_pid" 2>/dev/null; then
     # Pods and containers outlive berthd by design: remove them first.
     crictl --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 || true
-    kill -TERM "$berthd_pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$berthd_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$berthd_pid" 2>/dev/null || true
+    stop_pid "$berthd_pid" berthd
   fi
   bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1 || true
   # The CNI bridge plugin leaves its bridge behind by design; it is ours.

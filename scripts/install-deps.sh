@@ -13,6 +13,7 @@ APT_PACKAGES=(
   containernetworking-plugins  # real CNI plugins in /usr/lib/cni
   iproute2 iptables            # netns, veth, portmap
   busybox gcc libc6-dev        # stand-in image contents
+  libseccomp-dev pkg-config    # libcontainer's seccomp support (berth-shim)
   jq curl psmisc
 )
 

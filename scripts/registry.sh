@@ -32,16 +32,11 @@ CONFIG="$DIR/config.yml"
 PIDFILE="$DIR/registry.pid"
 LOGFILE="$DIR/registry.log"
 
+# shellcheck source=lib/process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/process.sh"
+
 # Prints the recorded pid if that process is alive and is our registry.
-running_pid() {
-  [[ -f "$PIDFILE" ]] || return 1
-  local pid cmdline
-  pid="$(cat "$PIDFILE" 2>/dev/null)"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
-  [[ "$cmdline" == *"serve $CONFIG"* ]] || return 1
-  printf '%s\n' "$pid"
-}
+running_pid() { recorded_pid "$PIDFILE" "serve $CONFIG"; }
 
 answers() {
   curl -fsS -o /dev/null --max-time 2 "http://$ADDR/v2/" 2>/dev/null
@@ -120,21 +115,13 @@ $(tail -n 20 "$LOGFILE")"
 }
 
 stop() {
-  local pid i
+  local pid
   if ! pid="$(running_pid)"; then
     rm -f "$PIDFILE"
     log "not running"
     return 0
   fi
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "pid $pid did not stop on SIGTERM; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
+  stop_pid "$pid" docker-registry
   rm -f "$PIDFILE"
   log "stopped (pid $pid)"
 }

@@ -19,17 +19,12 @@ set_paths() {
   LOGFILE="$DIR/containerd.log"
 }
 
+# shellcheck source=../lib/process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/process.sh"
+
 # running_pid: the recorded pid, if that process is alive and is containerd
 # started with our config.
-running_pid() {
-  [[ -f "$PIDFILE" ]] || return 1
-  local pid cmdline
-  pid="$(cat "$PIDFILE" 2>/dev/null)"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
-  [[ "$cmdline" == *"--config $CONFIG"* ]] || return 1
-  printf '%s\n' "$pid"
-}
+running_pid() { recorded_pid "$PIDFILE" "--config $CONFIG"; }
 
 ctr_() { ctr --address "$SOCK" "$@"; }
 

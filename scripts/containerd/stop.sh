@@ -73,16 +73,7 @@ if pid="$(running_pid)"; then
   fi
 
   # ------------------------------------------------------------ 2. containerd
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "pid $pid did not stop on SIGTERM; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    sleep 0.2
-  fi
+  stop_pid "$pid" containerd
   log "stopped containerd (pid $pid)"
 else
   log "containerd not running from $DIR"
