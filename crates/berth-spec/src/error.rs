@@ -1,0 +1,136 @@
+//! The one error type of spec generation.
+//!
+//! Every variant names what was wrong (the path, the user, the capability)
+//! so that berthd can hand the message to kubelet unchanged: it ends up in
+//! `kubectl describe pod`, where "no such user" without the name is useless.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a CRI container config could not become an OCI spec.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// Neither the config nor the image gives anything to run.
+    #[error("no command specified: the container config has no command or args and the image has no entrypoint or cmd")]
+    NoCommand,
+    /// The working directory is not absolute (the OCI spec requires it).
+    #[error("working directory {0:?} is not an absolute path")]
+    RelativeWorkingDir(String),
+
+    /// `run_as_group` without `run_as_user`/`run_as_username` (critest expects a refusal).
+    #[error("run_as_group {0} is set without run_as_user or run_as_username")]
+    GroupWithoutUser(i64),
+    /// A uid or gid outside 0..=u32::MAX.
+    #[error("{what} {value} is out of range")]
+    IdOutOfRange { what: &'static str, value: i64 },
+    /// A user string with more than one ':' or an empty part.
+    #[error("invalid user {0:?}: expected user, uid, user:group or uid:gid")]
+    InvalidUser(String),
+    /// A user name that is not in the image's /etc/passwd.
+    #[error("user {0:?} not found in the image's /etc/passwd")]
+    UserNotFound(String),
+    /// A group name that is not in the image's /etc/group.
+    #[error("group {0:?} not found in the image's /etc/group")]
+    GroupNotFound(String),
+
+    /// A mount whose container path is not absolute.
+    #[error("mount destination {0:?} is not an absolute path")]
+    RelativeMountDestination(String),
+    /// A mount whose host path cannot be resolved (usually: it does not exist).
+    #[error("mount source {path:?}: {source}")]
+    MountSource {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// `recursive_read_only` on a mount that is not `readonly`.
+    #[error("recursive read-only mount conflicts with a read-write mount (host path {0:?})")]
+    RecursiveReadOnlyNeedsReadOnly(String),
+    /// `recursive_read_only` with propagation other than PRIVATE.
+    #[error("recursive read-only mount needs private propagation, got {propagation} (host path {host_path:?})")]
+    RecursiveReadOnlyNeedsPrivate {
+        host_path: String,
+        propagation: &'static str,
+    },
+    /// Propagation into or out of the container needs a shared (or slave) host mount.
+    #[error("mount source {path:?} must be on a {wanted} mount for {propagation} propagation")]
+    PropagationNotPossible {
+        path: PathBuf,
+        wanted: &'static str,
+        propagation: &'static str,
+    },
+    /// A propagation value the CRI does not define.
+    #[error("unknown mount propagation {0} for host path {1:?}")]
+    UnknownPropagation(i32, String),
+    /// An image volume whose image the caller did not resolve to a host path.
+    #[error("image volume at {0:?} has no resolved host path")]
+    ImageVolumeUnresolved(String),
+    /// ID-mapped mounts need user namespaces, which berth does not support.
+    #[error("ID-mapped mount at {0:?} is not supported (berth has no user namespace support)")]
+    IdMappedMount(String),
+
+    /// A device that cannot be looked up on the host.
+    #[error("device {path:?}: {source}")]
+    Device {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Device permissions other than a combination of r, w and m.
+    #[error(
+        "device {path:?}: invalid permissions {permissions:?} (expected letters from \"rwm\")"
+    )]
+    DevicePermissions { path: String, permissions: String },
+
+    /// A namespace mode the CRI does not define for this kind.
+    #[error("invalid {kind} namespace mode {mode}")]
+    NamespaceMode { kind: &'static str, mode: i32 },
+    /// PID TARGET without the target container's pid.
+    #[error("PID namespace TARGET {0:?}: the target container's pid is not known")]
+    MissingTargetPid(String),
+    /// A user namespace mode berth cannot honour.
+    #[error("user namespace mode {0} is not supported")]
+    UserNamespace(&'static str),
+    /// A privileged container in a sandbox that is not privileged.
+    #[error("no privileged container allowed in a sandbox that is not privileged")]
+    PrivilegedInUnprivilegedSandbox,
+
+    /// A capability name the OCI spec does not know.
+    #[error("unknown capability {0:?}")]
+    UnknownCapability(String),
+
+    /// A seccomp profile type the CRI does not define.
+    #[error("unknown seccomp profile type {0}")]
+    SeccompProfileType(i32),
+    /// A Localhost seccomp profile path that is empty or not absolute.
+    #[error("seccomp localhost profile {0:?} is not an absolute path")]
+    SeccompProfilePath(String),
+    /// A Localhost seccomp profile that cannot be read.
+    #[error("seccomp profile {path:?}: {source}")]
+    SeccompProfileRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A Localhost seccomp profile that is not valid JSON of the expected shape.
+    #[error("seccomp profile {path:?}: {source}")]
+    SeccompProfileParse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// `unified` resources on a cgroup v1 host.
+    #[error("unified cgroup resources {0:?} need cgroup v2; this host runs cgroup v1")]
+    UnifiedOnCgroupV1(Vec<String>),
+    /// A hugepage limit that does not fit the OCI spec's signed 64 bits.
+    #[error("hugepage limit {limit} for page size {page_size:?} is too large")]
+    HugepageLimit { page_size: String, limit: u64 },
+
+    /// A log path that is absolute or leaves the sandbox's log directory.
+    #[error("log path {0:?} must be relative and stay inside the pod's log directory")]
+    LogPath(String),
+    /// A stop signal that is neither a known name nor a number in 1..=64.
+    #[error("unknown stop signal {0:?}")]
+    UnknownSignal(String),
+}

@@ -1,0 +1,187 @@
+//! Bind mounts from the CRI config (and the sandbox's files), merged with
+//! the default system mounts.
+//!
+//! As in containerd's `WithMounts`:
+//! - a CRI mount replaces a default mount at the same destination, and a
+//!   CRI mount of `/dev` drops every default mount below `/dev`;
+//! - bind mounts are sorted by depth (stably), so `/a` is mounted before
+//!   `/a/b` and never hides it;
+//! - propagation PRIVATE, HOST_TO_CONTAINER and BIDIRECTIONAL become
+//!   `rprivate`, `rslave` and `rshared`; the last two need the host mount
+//!   to be shared (or a slave), else nothing would ever propagate, and they
+//!   make the root's propagation `rslave`/`rshared` too;
+//! - `recursive_read_only` becomes `rro`, and needs `readonly` and private
+//!   propagation (critest checks both refusals).
+//!
+//! Host paths must exist: berth creates nothing on the host (kubelet has
+//! already created `DirectoryOrCreate` volumes), and a missing path is an
+//! error naming it. Symlinks are resolved, so the source is the real path.
+
+use std::path::{Component, Path};
+
+use cri_api::v1::{Mount as CriMount, MountPropagation};
+use oci_spec::runtime::Mount;
+
+use crate::error::SpecError;
+use crate::host::{HostLookup, HostPropagation};
+
+/// Mounts of the spec, and the root propagation they need.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MountPlan {
+    pub mounts: Vec<Mount>,
+    /// `rshared` or `rslave` when a mount propagates; else the default.
+    pub rootfs_propagation: Option<String>,
+}
+
+/// Converts one CRI mount to an OCI bind mount, with the root propagation
+/// it asks for (`None`: private).
+pub fn bind_mount(
+    mount: &CriMount,
+    host: &dyn HostLookup,
+) -> Result<(Mount, Option<&'static str>), SpecError> {
+    let destination = &mount.container_path;
+    if !destination.starts_with('/') {
+        return Err(SpecError::RelativeMountDestination(destination.clone()));
+    }
+    if mount.host_path.is_empty() && mount.image.is_some() {
+        return Err(SpecError::ImageVolumeUnresolved(destination.clone()));
+    }
+    if !mount.uid_mappings.is_empty() || !mount.gid_mappings.is_empty() {
+        return Err(SpecError::IdMappedMount(destination.clone()));
+    }
+    let propagation = MountPropagation::try_from(mount.propagation)
+        .map_err(|_| SpecError::UnknownPropagation(mount.propagation, mount.host_path.clone()))?;
+    if mount.recursive_read_only {
+        if !mount.readonly {
+            return Err(SpecError::RecursiveReadOnlyNeedsReadOnly(
+                mount.host_path.clone(),
+            ));
+        }
+        if propagation != MountPropagation::PropagationPrivate {
+            return Err(SpecError::RecursiveReadOnlyNeedsPrivate {
+                host_path: mount.host_path.clone(),
+                propagation: propagation.as_str_name(),
+            });
+        }
+    }
+
+    let source = host
+        .resolve(Path::new(&mount.host_path))
+        .map_err(|source| SpecError::MountSource {
+            path: mount.host_path.clone().into(),
+            source,
+        })?;
+    let (option, root) = match propagation {
+        MountPropagation::PropagationPrivate => ("rprivate", None),
+        MountPropagation::PropagationHostToContainer => ("rslave", Some("rslave")),
+        MountPropagation::PropagationBidirectional => ("rshared", Some("rshared")),
+    };
+    if let Some(root) = root {
+        let host_propagation = host
+            .propagation(&source)
+            .map_err(|err| SpecError::MountSource {
+                path: source.clone(),
+                source: err,
+            })?;
+        let possible = match host_propagation {
+            HostPropagation::Shared => true,
+            HostPropagation::Slave => root == "rslave",
+            HostPropagation::Private => false,
+        };
+        if !possible {
+            return Err(SpecError::PropagationNotPossible {
+                path: source,
+                wanted: if root == "rshared" {
+                    "shared"
+                } else {
+                    "shared or slave"
+                },
+                propagation: propagation.as_str_name(),
+            });
+        }
+    }
+    let access = match (mount.readonly, mount.recursive_read_only) {
+        (true, true) => "rro",
+        (true, false) => "ro",
+        (false, _) => "rw",
+    };
+    let mut oci = Mount::default();
+    oci.set_destination(destination.into())
+        .set_typ(Some("bind".into()))
+        .set_source(Some(source))
+        .set_options(Some(vec!["rbind".into(), option.into(), access.into()]));
+    Ok((oci, root))
+}
+
+/// All mounts of the container: `defaults` (system mounts) minus those the
+/// CRI or extra mounts replace, then the bind mounts sorted by depth.
+/// `extra` are runtime mounts (the sandbox's files); a CRI mount at the
+/// same destination wins over them.
+pub fn container_mounts(
+    defaults: Vec<Mount>,
+    cri: &[CriMount],
+    extra: &[CriMount],
+    host: &dyn HostLookup,
+) -> Result<MountPlan, SpecError> {
+    let cri_destinations: Vec<String> = cri.iter().map(|m| clean_path(&m.container_path)).collect();
+    let mut binds: Vec<&CriMount> = cri.iter().collect();
+    binds.extend(
+        extra
+            .iter()
+            .filter(|m| !cri_destinations.contains(&clean_path(&m.container_path))),
+    );
+    // Stable: equal depths keep their CRI order.
+    binds.sort_by_key(|m| depth(&m.container_path));
+
+    let bind_destinations: Vec<String> = binds
+        .iter()
+        .map(|m| clean_path(&m.container_path))
+        .collect();
+    let dev_replaced = bind_destinations.iter().any(|d| d == "/dev");
+    let mut plan = MountPlan::default();
+    for mount in defaults {
+        let destination = clean_path(&mount.destination().to_string_lossy());
+        let replaced = bind_destinations.contains(&destination)
+            || (dev_replaced && destination.starts_with("/dev/"));
+        if !replaced {
+            plan.mounts.push(mount);
+        }
+    }
+    for mount in binds {
+        let (oci, root) = bind_mount(mount, host)?;
+        plan.mounts.push(oci);
+        plan.rootfs_propagation = match (plan.rootfs_propagation.as_deref(), root) {
+            (Some("rshared"), _) | (_, None) => plan.rootfs_propagation,
+            (_, Some(root)) => Some(root.to_string()),
+        };
+    }
+    Ok(plan)
+}
+
+/// Lexically cleaned absolute path (`/a//b/../c/` → `/a/c`), for comparing
+/// destinations as the kernel would see them.
+pub(crate) fn clean_path(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str().unwrap_or_default()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Number of components of a destination: `/` is 0, `/a/b` is 2.
+fn depth(path: &str) -> usize {
+    clean_path(path)
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .count()
+}
+
+#[cfg(test)]
+#[path = "mounts_tests.rs"]
+mod tests;

@@ -1,0 +1,249 @@
+use super::*;
+use crate::testing::FakeHost;
+use cri_api::v1::ImageSpec;
+use std::path::PathBuf;
+
+fn cri(container: &str, host: &str) -> CriMount {
+    CriMount {
+        container_path: container.into(),
+        host_path: host.into(),
+        ..Default::default()
+    }
+}
+
+fn options(mount: &Mount) -> Vec<String> {
+    mount.options().clone().unwrap_or_default()
+}
+
+fn destinations(plan: &MountPlan) -> Vec<String> {
+    plan.mounts
+        .iter()
+        .map(|m| m.destination().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn default_mount(destination: &str) -> Mount {
+    let mut mount = Mount::default();
+    mount
+        .set_destination(destination.into())
+        .set_typ(Some("tmpfs".into()));
+    mount
+}
+
+#[test]
+fn private_read_write_bind() {
+    let host = FakeHost::new().with_path("/data");
+    let (mount, root) = bind_mount(&cri("/mnt", "/data"), &host).unwrap();
+    assert_eq!(mount.destination(), &PathBuf::from("/mnt"));
+    assert_eq!(mount.source(), &Some(PathBuf::from("/data")));
+    assert_eq!(mount.typ(), &Some("bind".to_string()));
+    assert_eq!(options(&mount), ["rbind", "rprivate", "rw"]);
+    assert_eq!(root, None);
+}
+
+#[test]
+fn readonly_and_recursive_readonly() {
+    let host = FakeHost::new().with_path("/data");
+    let mut m = cri("/mnt", "/data");
+    m.readonly = true;
+    assert_eq!(
+        options(&bind_mount(&m, &host).unwrap().0),
+        ["rbind", "rprivate", "ro"]
+    );
+    m.recursive_read_only = true;
+    assert_eq!(
+        options(&bind_mount(&m, &host).unwrap().0),
+        ["rbind", "rprivate", "rro"]
+    );
+}
+
+#[test]
+fn recursive_readonly_needs_readonly() {
+    let host = FakeHost::new().with_path("/data");
+    let mut m = cri("/mnt", "/data");
+    m.recursive_read_only = true;
+    let err = bind_mount(&m, &host).unwrap_err();
+    assert!(matches!(err, SpecError::RecursiveReadOnlyNeedsReadOnly(path) if path == "/data"));
+}
+
+#[test]
+fn recursive_readonly_needs_private_propagation() {
+    let host = FakeHost::new()
+        .with_path("/data")
+        .with_propagation("/data", HostPropagation::Shared);
+    for propagation in [
+        MountPropagation::PropagationHostToContainer,
+        MountPropagation::PropagationBidirectional,
+    ] {
+        let mut m = cri("/mnt", "/data");
+        m.readonly = true;
+        m.recursive_read_only = true;
+        m.propagation = propagation as i32;
+        let err = bind_mount(&m, &host).unwrap_err();
+        assert!(
+            matches!(err, SpecError::RecursiveReadOnlyNeedsPrivate { .. }),
+            "{propagation:?}"
+        );
+    }
+}
+
+#[test]
+fn propagation_modes_map_to_rslave_and_rshared() {
+    let host = FakeHost::new()
+        .with_path("/shared")
+        .with_propagation("/shared", HostPropagation::Shared);
+    let mut m = cri("/mnt", "/shared");
+    m.propagation = MountPropagation::PropagationHostToContainer as i32;
+    let (mount, root) = bind_mount(&m, &host).unwrap();
+    assert_eq!(options(&mount)[1], "rslave");
+    assert_eq!(root, Some("rslave"));
+    m.propagation = MountPropagation::PropagationBidirectional as i32;
+    let (mount, root) = bind_mount(&m, &host).unwrap();
+    assert_eq!(options(&mount)[1], "rshared");
+    assert_eq!(root, Some("rshared"));
+}
+
+#[test]
+fn propagation_needs_a_shared_host_mount() {
+    let host = FakeHost::new()
+        .with_path("/private")
+        .with_path("/slave")
+        .with_propagation("/slave", HostPropagation::Slave);
+    let mut m = cri("/mnt", "/private");
+    m.propagation = MountPropagation::PropagationHostToContainer as i32;
+    assert!(matches!(
+        bind_mount(&m, &host),
+        Err(SpecError::PropagationNotPossible {
+            wanted: "shared or slave",
+            ..
+        })
+    ));
+    // A slave mount receives host events, but cannot send any back.
+    m.host_path = "/slave".into();
+    assert!(bind_mount(&m, &host).is_ok());
+    m.propagation = MountPropagation::PropagationBidirectional as i32;
+    assert!(matches!(
+        bind_mount(&m, &host),
+        Err(SpecError::PropagationNotPossible {
+            wanted: "shared",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn missing_host_path_is_an_error_naming_it() {
+    let err = bind_mount(&cri("/mnt", "/nowhere"), &FakeHost::new()).unwrap_err();
+    assert!(err.to_string().contains("/nowhere"), "{err}");
+    assert!(matches!(err, SpecError::MountSource { .. }));
+}
+
+#[test]
+fn symlinked_host_path_is_resolved() {
+    let host = FakeHost::new().with_link("/link", "/real");
+    let (mount, _) = bind_mount(&cri("/mnt", "/link"), &host).unwrap();
+    assert_eq!(mount.source(), &Some(PathBuf::from("/real")));
+}
+
+#[test]
+fn invalid_mounts_are_rejected() {
+    let host = FakeHost::new().with_path("/data");
+    let relative = bind_mount(&cri("mnt", "/data"), &host);
+    assert!(matches!(
+        relative,
+        Err(SpecError::RelativeMountDestination(_))
+    ));
+    let mut unknown = cri("/mnt", "/data");
+    unknown.propagation = 7;
+    assert!(matches!(
+        bind_mount(&unknown, &host),
+        Err(SpecError::UnknownPropagation(7, _))
+    ));
+    let mut image = cri("/mnt", "");
+    image.image = Some(ImageSpec::default());
+    assert!(matches!(
+        bind_mount(&image, &host),
+        Err(SpecError::ImageVolumeUnresolved(_))
+    ));
+    let mut mapped = cri("/mnt", "/data");
+    mapped.uid_mappings = vec![Default::default()];
+    assert!(matches!(
+        bind_mount(&mapped, &host),
+        Err(SpecError::IdMappedMount(_))
+    ));
+}
+
+#[test]
+fn selinux_relabel_is_ignored() {
+    let host = FakeHost::new().with_path("/data");
+    let mut m = cri("/mnt", "/data");
+    m.selinux_relabel = true;
+    assert!(bind_mount(&m, &host).is_ok());
+}
+
+#[test]
+fn mounts_sort_parents_before_children_and_keep_defaults_first() {
+    let host = FakeHost::new()
+        .with_path("/a")
+        .with_path("/b")
+        .with_path("/c");
+    let cri_mounts = [cri("/x/y/z", "/a"), cri("/x", "/b"), cri("/w/v", "/c")];
+    let plan = container_mounts(vec![default_mount("/proc")], &cri_mounts, &[], &host).unwrap();
+    assert_eq!(destinations(&plan), ["/proc", "/x", "/w/v", "/x/y/z"]);
+    assert_eq!(plan.rootfs_propagation, None);
+}
+
+#[test]
+fn cri_mounts_replace_defaults_and_extras() {
+    let host = FakeHost::new()
+        .with_path("/mine")
+        .with_path("/sandbox/hosts");
+    let defaults = vec![default_mount("/dev/shm"), default_mount("/proc")];
+    let cri_mounts = [cri("/etc/hosts/", "/mine"), cri("/dev/shm", "/mine")];
+    let extra = [cri("/etc/hosts", "/sandbox/hosts")];
+    let plan = container_mounts(defaults, &cri_mounts, &extra, &host).unwrap();
+    assert_eq!(destinations(&plan), ["/proc", "/etc/hosts/", "/dev/shm"]);
+    let sources: Vec<_> = plan.mounts[1..]
+        .iter()
+        .map(|m| m.source().clone())
+        .collect();
+    assert_eq!(sources, [Some("/mine".into()), Some("/mine".into())]);
+}
+
+#[test]
+fn mounting_dev_drops_every_default_below_it() {
+    let host = FakeHost::new().with_path("/dev");
+    let defaults = vec![
+        default_mount("/dev"),
+        default_mount("/dev/pts"),
+        default_mount("/sys"),
+    ];
+    let plan = container_mounts(defaults, &[cri("/dev", "/dev")], &[], &host).unwrap();
+    assert_eq!(destinations(&plan), ["/sys", "/dev"]);
+}
+
+#[test]
+fn root_propagation_takes_the_strongest_mode() {
+    let host = FakeHost::new()
+        .with_path("/s1")
+        .with_path("/s2")
+        .with_propagation("/s1", HostPropagation::Shared)
+        .with_propagation("/s2", HostPropagation::Shared);
+    let mut shared = cri("/a", "/s1");
+    shared.propagation = MountPropagation::PropagationBidirectional as i32;
+    let mut slave = cri("/b", "/s2");
+    slave.propagation = MountPropagation::PropagationHostToContainer as i32;
+    let plan = container_mounts(vec![], &[shared.clone(), slave.clone()], &[], &host).unwrap();
+    assert_eq!(plan.rootfs_propagation.as_deref(), Some("rshared"));
+    let plan = container_mounts(vec![], &[slave], &[], &host).unwrap();
+    assert_eq!(plan.rootfs_propagation.as_deref(), Some("rslave"));
+}
+
+#[test]
+fn clean_path_is_lexical() {
+    assert_eq!(clean_path("/a//b/../c/"), "/a/c");
+    assert_eq!(clean_path("/"), "/");
+    assert_eq!(clean_path("/.."), "/");
+    assert_eq!(depth("/"), 0);
+    assert_eq!(depth("/a/b/"), 2);
+}

@@ -1,0 +1,223 @@
+//! The mounts every container gets before its own: `/proc`, `/dev`, `/sys`
+//! and friends, and the pod's hostname, hosts, resolv.conf and `/dev/shm`.
+
+use std::path::PathBuf;
+
+use cri_api::v1::Mount as CriMount;
+use oci_spec::runtime::Mount;
+
+/// Files the sandbox prepared for its containers. `None` leaves the
+/// image's own file (or, for `shm`, a private tmpfs) in place.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxFiles {
+    /// Mounted at `/etc/hostname`.
+    pub hostname: Option<PathBuf>,
+    /// Mounted at `/etc/hosts`.
+    pub hosts: Option<PathBuf>,
+    /// Mounted at `/etc/resolv.conf`.
+    pub resolv_conf: Option<PathBuf>,
+    /// The pod's `/dev/shm` tmpfs, shared by its containers (only with the
+    /// pod's own IPC namespace; with the host's, the host's `/dev/shm` is used).
+    pub shm: Option<PathBuf>,
+}
+
+/// The default system mounts, containerd's (without `/run`, which
+/// containerd also leaves out for CRI containers).
+///
+/// `/sys` and `/sys/fs/cgroup` are read-only unless the container is
+/// privileged: a writable sysfs lets a container reconfigure the host's
+/// devices, and a writable cgroupfs lets it escape its limits.
+pub fn default_mounts(privileged: bool) -> Vec<Mount> {
+    let access = if privileged { "rw" } else { "ro" };
+    vec![
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        ),
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        ),
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        ),
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        ),
+        mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", access],
+        ),
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", access],
+        ),
+    ]
+}
+
+/// The sandbox's files as bind mounts (in CRI form, so they go through the
+/// same checks as the container's own), as containerd's
+/// `linuxContainerMounts` makes them.
+///
+/// The hostname, hosts and resolv.conf mounts are read-only exactly when
+/// the root filesystem is: a container with a writable root may edit them,
+/// as it could in Docker. `/dev/shm` is the host's when the container uses
+/// the host's IPC namespace (`host_ipc`), else the pod's.
+pub fn sandbox_mounts(
+    files: &SandboxFiles,
+    host_ipc: bool,
+    readonly_rootfs: bool,
+) -> Vec<CriMount> {
+    let bind = |destination: &str, source: &PathBuf, readonly: bool| CriMount {
+        container_path: destination.into(),
+        host_path: source.to_string_lossy().into_owned(),
+        readonly,
+        ..Default::default()
+    };
+    let mut mounts = Vec::new();
+    for (destination, source) in [
+        ("/etc/hostname", &files.hostname),
+        ("/etc/hosts", &files.hosts),
+        ("/etc/resolv.conf", &files.resolv_conf),
+    ] {
+        if let Some(source) = source {
+            mounts.push(bind(destination, source, readonly_rootfs));
+        }
+    }
+    let shm = if host_ipc {
+        Some(PathBuf::from("/dev/shm"))
+    } else {
+        files.shm.clone()
+    };
+    if let Some(shm) = shm {
+        mounts.push(bind("/dev/shm", &shm, false));
+    }
+    mounts
+}
+
+fn mount(destination: &str, typ: &str, source: &str, options: &[&str]) -> Mount {
+    let mut mount = Mount::default();
+    mount
+        .set_destination(destination.into())
+        .set_typ(Some(typ.into()))
+        .set_source(Some(source.into()))
+        .set_options(Some(options.iter().map(|o| o.to_string()).collect()));
+    mount
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn find<'a>(mounts: &'a [Mount], destination: &str) -> &'a Mount {
+        mounts
+            .iter()
+            .find(|m| m.destination().to_str() == Some(destination))
+            .unwrap()
+    }
+
+    fn has_option(mount: &Mount, option: &str) -> bool {
+        mount
+            .options()
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x == option))
+    }
+
+    #[test]
+    fn defaults_cover_the_system_filesystems() {
+        let mounts = default_mounts(false);
+        let destinations: Vec<_> = mounts.iter().map(|m| m.destination().clone()).collect();
+        for expected in [
+            "/proc",
+            "/dev",
+            "/dev/pts",
+            "/dev/shm",
+            "/dev/mqueue",
+            "/sys",
+            "/sys/fs/cgroup",
+        ] {
+            assert!(
+                destinations.contains(&PathBuf::from(expected)),
+                "{expected}"
+            );
+        }
+        assert_eq!(find(&mounts, "/proc").typ().as_deref(), Some("proc"));
+    }
+
+    #[test]
+    fn sysfs_and_cgroupfs_are_read_only_unless_privileged() {
+        let normal = default_mounts(false);
+        assert!(has_option(find(&normal, "/sys"), "ro"));
+        assert!(has_option(find(&normal, "/sys/fs/cgroup"), "ro"));
+        let privileged = default_mounts(true);
+        assert!(has_option(find(&privileged, "/sys"), "rw"));
+        assert!(has_option(find(&privileged, "/sys/fs/cgroup"), "rw"));
+    }
+
+    fn files() -> SandboxFiles {
+        SandboxFiles {
+            hostname: Some("/run/pod/hostname".into()),
+            hosts: Some("/run/pod/hosts".into()),
+            resolv_conf: Some("/run/pod/resolv.conf".into()),
+            shm: Some("/run/pod/shm".into()),
+        }
+    }
+
+    #[test]
+    fn sandbox_files_become_binds_read_only_with_the_rootfs() {
+        let mounts = sandbox_mounts(&files(), false, true);
+        let pairs: Vec<_> = mounts
+            .iter()
+            .map(|m| (m.container_path.as_str(), m.host_path.as_str(), m.readonly))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("/etc/hostname", "/run/pod/hostname", true),
+                ("/etc/hosts", "/run/pod/hosts", true),
+                ("/etc/resolv.conf", "/run/pod/resolv.conf", true),
+                ("/dev/shm", "/run/pod/shm", false),
+            ]
+        );
+        assert!(sandbox_mounts(&files(), false, false)
+            .iter()
+            .all(|m| !m.readonly));
+    }
+
+    #[test]
+    fn host_ipc_uses_the_hosts_dev_shm() {
+        let mounts = sandbox_mounts(&files(), true, false);
+        let shm = mounts
+            .iter()
+            .find(|m| m.container_path == "/dev/shm")
+            .unwrap();
+        assert_eq!(shm.host_path, "/dev/shm");
+    }
+
+    #[test]
+    fn missing_files_are_left_out() {
+        assert!(sandbox_mounts(&SandboxFiles::default(), false, false).is_empty());
+    }
+}
