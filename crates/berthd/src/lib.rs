@@ -6,6 +6,7 @@ pub mod cgroup_driver;
 pub mod cli;
 pub mod cni_config;
 pub mod config;
+pub mod container;
 pub mod daemon;
 pub mod disk_usage;
 pub mod instrument;
