@@ -16,3 +16,4 @@ pub mod logging;
 pub mod root_lock;
 pub mod sandbox;
 pub mod server;
+pub mod state_store;

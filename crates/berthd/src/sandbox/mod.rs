@@ -162,7 +162,7 @@ impl SandboxManager {
             undo.cgroup = Some(location.path.clone());
         }
 
-        let dir = self.store.sandbox_dir(id);
+        let dir = self.store.record_dir(id);
         let ns_dir = self.ns_dir.join(id);
         std::fs::create_dir_all(dir.join("root")).map_err(|err| internal("sandbox dir", &err))?;
         undo.dir = Some(dir.clone());

@@ -3,13 +3,15 @@
 //! restarted berthd finds every pod again.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use base64::Engine;
 use cri_api::v1::PodSandboxConfig;
 use prost::Message;
 use serde::{Deserialize, Serialize};
+
+pub use crate::state_store::{AmbiguousId, Record, RecordStore, StateError};
 
 /// Where a sandbox is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,143 +89,18 @@ impl SandboxRecord {
 pub type SandboxHandle = Arc<tokio::sync::Mutex<SandboxRecord>>;
 
 /// All sandboxes, with name reservations.
-#[derive(Debug)]
-pub struct SandboxStore {
-    dir: PathBuf,
-    sandboxes: Mutex<HashMap<String, SandboxHandle>>,
-    /// name key → sandbox id, reserved from the start of RunPodSandbox.
-    names: Mutex<HashMap<String, String>>,
-}
+pub type SandboxStore = RecordStore<SandboxRecord>;
 
-/// Errors of the store's own files.
-#[derive(Debug, thiserror::Error)]
-#[error("sandbox state {path}: {message}")]
-pub struct StateError {
-    pub path: PathBuf,
-    pub message: String,
-}
+impl Record for SandboxRecord {
+    const KIND: &'static str = "sandbox";
+    const FILE: &'static str = "sandbox.json";
 
-/// The lookup found more than one sandbox for an id prefix.
-#[derive(Debug, thiserror::Error)]
-#[error("sandbox id prefix {0:?} is ambiguous")]
-pub struct AmbiguousId(pub String);
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl SandboxStore {
-    /// Loads every sandbox state file under `dir`. A file that cannot be read
-    /// is reported and skipped, never fatal: the other pods still matter.
-    pub fn open(dir: &Path) -> Result<Self, StateError> {
-        let state_error = |message: String| StateError {
-            path: dir.to_path_buf(),
-            message,
-        };
-        std::fs::create_dir_all(dir).map_err(|err| state_error(err.to_string()))?;
-        let store = Self {
-            dir: dir.to_path_buf(),
-            sandboxes: Mutex::default(),
-            names: Mutex::default(),
-        };
-        let entries = std::fs::read_dir(dir).map_err(|err| state_error(err.to_string()))?;
-        for entry in entries.flatten() {
-            let path = entry.path().join("sandbox.json");
-            let record = std::fs::read(&path)
-                .map_err(|err| err.to_string())
-                .and_then(|bytes| {
-                    serde_json::from_slice::<SandboxRecord>(&bytes).map_err(|err| err.to_string())
-                });
-            match record {
-                Ok(record) => {
-                    lock(&store.names).insert(record.name_key.clone(), record.id.clone());
-                    lock(&store.sandboxes)
-                        .insert(record.id.clone(), Arc::new(tokio::sync::Mutex::new(record)));
-                }
-                Err(message) => {
-                    tracing::warn!(path = %path.display(), %message, "skipping unreadable sandbox state");
-                }
-            }
-        }
-        Ok(store)
+    fn id(&self) -> &str {
+        &self.id
     }
 
-    /// The directory for a sandbox's files.
-    pub fn sandbox_dir(&self, id: &str) -> PathBuf {
-        self.dir.join(id)
-    }
-
-    /// Reserves `name_key` for `id`; on conflict returns the holder's id.
-    pub fn reserve_name(&self, name_key: &str, id: &str) -> Result<(), String> {
-        let mut names = lock(&self.names);
-        if let Some(existing) = names.get(name_key) {
-            return Err(existing.clone());
-        }
-        names.insert(name_key.to_string(), id.to_string());
-        Ok(())
-    }
-
-    pub fn release_name(&self, name_key: &str, id: &str) {
-        let mut names = lock(&self.names);
-        if names.get(name_key).is_some_and(|holder| holder == id) {
-            names.remove(name_key);
-        }
-    }
-
-    /// Adds a sandbox that RunPodSandbox finished setting up.
-    pub fn insert(&self, record: SandboxRecord) -> SandboxHandle {
-        let id = record.id.clone();
-        let handle = Arc::new(tokio::sync::Mutex::new(record));
-        lock(&self.sandboxes).insert(id, handle.clone());
-        handle
-    }
-
-    pub fn remove(&self, id: &str) {
-        lock(&self.sandboxes).remove(id);
-    }
-
-    /// The sandbox whose id is `id` or starts with it (a unique prefix).
-    pub fn find(&self, id: &str) -> Result<Option<SandboxHandle>, AmbiguousId> {
-        if id.is_empty() {
-            return Ok(None);
-        }
-        let sandboxes = lock(&self.sandboxes);
-        if let Some(handle) = sandboxes.get(id) {
-            return Ok(Some(handle.clone()));
-        }
-        let mut matches = sandboxes
-            .iter()
-            .filter(|(candidate, _)| candidate.starts_with(id));
-        match (matches.next(), matches.next()) {
-            (Some((_, handle)), None) => Ok(Some(handle.clone())),
-            (None, _) => Ok(None),
-            (Some(_), Some(_)) => Err(AmbiguousId(id.to_string())),
-        }
-    }
-
-    /// Whether the sandbox `id` (a full id) is still known.
-    pub fn contains(&self, id: &str) -> bool {
-        lock(&self.sandboxes).contains_key(id)
-    }
-
-    /// Every sandbox.
-    pub fn all(&self) -> Vec<SandboxHandle> {
-        lock(&self.sandboxes).values().cloned().collect()
-    }
-
-    /// Writes a record's state file atomically.
-    pub fn persist(&self, record: &SandboxRecord) -> Result<(), StateError> {
-        let path = self.sandbox_dir(&record.id).join("sandbox.json");
-        let state_error = |message: String| StateError {
-            path: path.clone(),
-            message,
-        };
-        let bytes =
-            serde_json::to_string_pretty(record).map_err(|err| state_error(err.to_string()))?;
-        berth_network::dns::write_atomic(&path, &bytes, 0o600)
-            .map_err(|err| state_error(err.to_string()))
+    fn name_key(&self) -> &str {
+        &self.name_key
     }
 }
 
@@ -287,7 +164,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = SandboxStore::open(dir.path()).unwrap();
-            std::fs::create_dir_all(store.sandbox_dir("abc")).unwrap();
+            std::fs::create_dir_all(store.record_dir("abc")).unwrap();
             store.persist(&record("abc", "pod_ns_uid_0")).unwrap();
         }
         std::fs::create_dir_all(dir.path().join("junk")).unwrap();

@@ -1,0 +1,173 @@
+//! Records berthd keeps per object (sandbox, container): in memory, locked
+//! per object while an RPC changes it, and one state file each under
+//! `<dir>/<id>/<file>`, written atomically, so a restarted berthd finds
+//! every object again. Names are reserved from the start of a create.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// What a store keeps.
+pub trait Record: Serialize + DeserializeOwned + Send + 'static {
+    /// `sandbox` or `container`, for messages.
+    const KIND: &'static str;
+    /// The state file's name in the record's directory.
+    const FILE: &'static str;
+    fn id(&self) -> &str;
+    /// The name reserved while the record exists.
+    fn name_key(&self) -> &str;
+}
+
+/// Errors of the store's own files.
+#[derive(Debug, thiserror::Error)]
+#[error("state {path}: {message}")]
+pub struct StateError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// The lookup found more than one record for an id prefix.
+#[derive(Debug, thiserror::Error)]
+#[error("{kind} id prefix {prefix:?} is ambiguous")]
+pub struct AmbiguousId {
+    pub kind: &'static str,
+    pub prefix: String,
+}
+
+/// All records of one kind, with name reservations.
+#[derive(Debug)]
+pub struct RecordStore<R> {
+    dir: PathBuf,
+    records: Mutex<HashMap<String, Arc<tokio::sync::Mutex<R>>>>,
+    /// name key → id.
+    names: Mutex<HashMap<String, String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<R: Record> RecordStore<R> {
+    /// Loads every state file under `dir`. A file that cannot be read is
+    /// reported and skipped, never fatal: the other objects still matter.
+    pub fn open(dir: &Path) -> Result<Self, StateError> {
+        let state_error = |message: String| StateError {
+            path: dir.to_path_buf(),
+            message,
+        };
+        std::fs::create_dir_all(dir).map_err(|err| state_error(err.to_string()))?;
+        let store = Self {
+            dir: dir.to_path_buf(),
+            records: Mutex::default(),
+            names: Mutex::default(),
+        };
+        let entries = std::fs::read_dir(dir).map_err(|err| state_error(err.to_string()))?;
+        for entry in entries.flatten() {
+            let path = entry.path().join(R::FILE);
+            let record = std::fs::read(&path)
+                .map_err(|err| err.to_string())
+                .and_then(|bytes| {
+                    serde_json::from_slice::<R>(&bytes).map_err(|err| err.to_string())
+                });
+            match record {
+                Ok(record) => {
+                    lock(&store.names)
+                        .insert(record.name_key().to_string(), record.id().to_string());
+                    lock(&store.records).insert(
+                        record.id().to_string(),
+                        Arc::new(tokio::sync::Mutex::new(record)),
+                    );
+                }
+                Err(message) => {
+                    tracing::warn!(kind = R::KIND, path = %path.display(), %message, "skipping unreadable state");
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    /// The directory for a record's files.
+    pub fn record_dir(&self, id: &str) -> PathBuf {
+        self.dir.join(id)
+    }
+
+    /// Reserves `name_key` for `id`; on conflict returns the holder's id.
+    pub fn reserve_name(&self, name_key: &str, id: &str) -> Result<(), String> {
+        let mut names = lock(&self.names);
+        if let Some(existing) = names.get(name_key) {
+            return Err(existing.clone());
+        }
+        names.insert(name_key.to_string(), id.to_string());
+        Ok(())
+    }
+
+    /// Frees `name_key` if `id` holds it.
+    pub fn release_name(&self, name_key: &str, id: &str) {
+        let mut names = lock(&self.names);
+        if names.get(name_key).is_some_and(|holder| holder == id) {
+            names.remove(name_key);
+        }
+    }
+
+    /// Adds a record whose creation finished.
+    pub fn insert(&self, record: R) -> Arc<tokio::sync::Mutex<R>> {
+        let id = record.id().to_string();
+        let handle = Arc::new(tokio::sync::Mutex::new(record));
+        lock(&self.records).insert(id, handle.clone());
+        handle
+    }
+
+    pub fn remove(&self, id: &str) {
+        lock(&self.records).remove(id);
+    }
+
+    /// Whether `id` (a full id) is still known.
+    pub fn contains(&self, id: &str) -> bool {
+        lock(&self.records).contains_key(id)
+    }
+
+    /// The record whose id is `id` or starts with it (a unique prefix).
+    pub fn find(&self, id: &str) -> Result<Option<Arc<tokio::sync::Mutex<R>>>, AmbiguousId> {
+        if id.is_empty() {
+            return Ok(None);
+        }
+        let records = lock(&self.records);
+        if let Some(handle) = records.get(id) {
+            return Ok(Some(handle.clone()));
+        }
+        let mut matches = records
+            .iter()
+            .filter(|(candidate, _)| candidate.starts_with(id));
+        match (matches.next(), matches.next()) {
+            (Some((_, handle)), None) => Ok(Some(handle.clone())),
+            (None, _) => Ok(None),
+            (Some(_), Some(_)) => Err(AmbiguousId {
+                kind: R::KIND,
+                prefix: id.to_string(),
+            }),
+        }
+    }
+
+    /// Every record.
+    pub fn all(&self) -> Vec<Arc<tokio::sync::Mutex<R>>> {
+        lock(&self.records).values().cloned().collect()
+    }
+
+    /// Writes a record's state file atomically.
+    pub fn persist(&self, record: &R) -> Result<(), StateError> {
+        let path = self.record_dir(record.id()).join(R::FILE);
+        let state_error = |message: String| StateError {
+            path: path.clone(),
+            message,
+        };
+        let bytes =
+            serde_json::to_string_pretty(record).map_err(|err| state_error(err.to_string()))?;
+        berth_network::dns::write_atomic(&path, &bytes, 0o600)
+            .map_err(|err| state_error(err.to_string()))
+    }
+}
