@@ -1,0 +1,113 @@
+//! What the shim itself needs from the bundle's `config.json` (libcontainer
+//! reads the rest): the cgroup to watch for OOM kills, whether the container
+//! has its own PID namespace, and the process and seccomp profile exec
+//! inherits.
+
+use std::path::{Path, PathBuf};
+
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxSeccomp, Process, Spec};
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot load {path}: {source}")]
+pub struct BundleError {
+    path: PathBuf,
+    source: libcontainer::oci_spec::OciSpecError,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleInfo {
+    pub cgroups_path: Option<PathBuf>,
+    /// The spec asks for a new PID namespace. Without one the container's
+    /// processes do not die with its init, so the shim kills them (as
+    /// containerd does when the init of such a container exits).
+    pub own_pid_namespace: bool,
+    pub terminal: bool,
+    /// The container's process: exec starts from it (as containerd's exec
+    /// does), replacing args and, if asked, env, cwd and user.
+    pub process: Process,
+    /// libcontainer's exec does not apply it by itself.
+    pub seccomp: Option<LinuxSeccomp>,
+}
+
+impl BundleInfo {
+    pub fn load(bundle: &Path) -> Result<Self, BundleError> {
+        let path = bundle.join("config.json");
+        let spec = Spec::load(&path).map_err(|source| BundleError { path, source })?;
+        Ok(Self::from_spec(&spec))
+    }
+
+    pub fn from_spec(spec: &Spec) -> Self {
+        let linux = spec.linux().as_ref();
+        let own_pid_namespace = linux
+            .and_then(|l| l.namespaces().as_ref())
+            .map(|nss| {
+                nss.iter()
+                    .any(|ns| ns.typ() == LinuxNamespaceType::Pid && ns.path().is_none())
+            })
+            .unwrap_or(false);
+        let process = spec.process().clone().unwrap_or_default();
+        Self {
+            cgroups_path: linux.and_then(|l| l.cgroups_path().clone()),
+            own_pid_namespace,
+            terminal: process.terminal().unwrap_or(false),
+            process,
+            seccomp: linux.and_then(|l| l.seccomp().clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> Spec {
+        serde_json::from_str(json).expect("spec")
+    }
+
+    #[test]
+    fn reads_the_fields_the_shim_uses() {
+        let s = spec(
+            r#"{
+              "ociVersion": "1.0.2",
+              "process": {"terminal": true, "user": {"uid": 1000, "gid": 100, "additionalGids": [5]},
+                          "args": ["sh"], "cwd": "/work"},
+              "root": {"path": "rootfs"},
+              "linux": {"cgroupsPath": "/pod/c1",
+                        "namespaces": [{"type": "pid"}, {"type": "mount"}],
+                        "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}
+            }"#,
+        );
+        let info = BundleInfo::from_spec(&s);
+        assert_eq!(info.cgroups_path, Some(PathBuf::from("/pod/c1")));
+        assert!(info.own_pid_namespace);
+        assert!(info.terminal);
+        assert_eq!(info.process.user().uid(), 1000);
+        assert_eq!(info.process.cwd(), &PathBuf::from("/work"));
+        // absent stays absent (oci-spec's Default would say true)
+        assert_eq!(info.process.no_new_privileges(), None);
+        assert!(info.seccomp.is_some());
+    }
+
+    #[test]
+    fn shared_pid_namespace_is_not_own() {
+        let s = spec(
+            r#"{
+              "ociVersion": "1.0.2",
+              "process": {"user": {"uid": 0, "gid": 0}, "args": ["sh"], "cwd": "/"},
+              "root": {"path": "rootfs"},
+              "linux": {"namespaces": [{"type": "pid", "path": "/proc/1/ns/pid"}]}
+            }"#,
+        );
+        let info = BundleInfo::from_spec(&s);
+        assert!(!info.own_pid_namespace);
+        assert!(!info.terminal);
+        assert_eq!(info.cgroups_path, None);
+    }
+
+    #[test]
+    fn missing_config_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = BundleInfo::load(dir.path()).expect_err("no config");
+        assert!(err.to_string().contains("config.json"), "{err}");
+    }
+}

@@ -1,0 +1,87 @@
+//! Command line.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::crilog::DEFAULT_MAX_LINE;
+
+/// berth's per-container shim. Creates the container, prints one JSON line
+/// (`{"ok":true,"pid":…,"shim_pid":…}` or `{"ok":false,"error":…}`) on
+/// stdout, closes stdout and keeps running in the background, serving
+/// `<dir>/shim.sock`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "berth-shim", version)]
+pub struct Args {
+    /// Container id (libcontainer's: [A-Za-z0-9_+.-]+).
+    #[arg(long)]
+    pub id: String,
+    /// OCI bundle: holds config.json and the rootfs it names.
+    #[arg(long)]
+    pub bundle: PathBuf,
+    /// libcontainer's state root (the container's state is <state-root>/<id>).
+    #[arg(long)]
+    pub state_root: PathBuf,
+    /// The shim's own directory: pid, shim.pid, exit, shim.sock, shim.log.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The container's CRI log file. Without it output is drained and dropped.
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// The container has a terminal (process.terminal in config.json).
+    #[arg(long)]
+    pub tty: bool,
+    /// Longest log line before it is split into partial records (0: no limit).
+    #[arg(long, default_value_t = DEFAULT_MAX_LINE)]
+    pub max_log_line: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_flags() {
+        let a = Args::try_parse_from([
+            "berth-shim",
+            "--id",
+            "c1",
+            "--bundle",
+            "/b",
+            "--state-root",
+            "/s",
+            "--dir",
+            "/d",
+            "--log",
+            "/l/c.log",
+            "--tty",
+        ])
+        .expect("parse");
+        assert_eq!(a.id, "c1");
+        assert_eq!(a.bundle, PathBuf::from("/b"));
+        assert_eq!(a.state_root, PathBuf::from("/s"));
+        assert_eq!(a.dir, PathBuf::from("/d"));
+        assert_eq!(a.log, Some(PathBuf::from("/l/c.log")));
+        assert!(a.tty);
+        assert_eq!(a.max_log_line, 16384);
+    }
+
+    #[test]
+    fn log_and_tty_are_optional_and_the_rest_required() {
+        let a = Args::try_parse_from([
+            "berth-shim",
+            "--id",
+            "c1",
+            "--bundle",
+            "/b",
+            "--state-root",
+            "/s",
+            "--dir",
+            "/d",
+        ])
+        .expect("parse");
+        assert_eq!(a.log, None);
+        assert!(!a.tty);
+        assert!(Args::try_parse_from(["berth-shim", "--id", "c1"]).is_err());
+    }
+}

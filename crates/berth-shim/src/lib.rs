@@ -1,0 +1,118 @@
+//! berth-shim: one per container, started by berthd with fork+exec.
+//!
+//! It creates the container with libcontainer from the bundle berthd
+//! prepared, reports readiness on stdout, and then lives on as a daemon:
+//! parent and child subreaper of the container's init, it copies the
+//! container's output into the CRI log file, runs exec sessions, writes the
+//! exit file when the init exits, and answers a small JSON-lines protocol on
+//! `<dir>/shim.sock` (see [`protocol`]). It never depends on berthd being
+//! alive. Single-threaded, no async runtime: libcontainer forks with raw
+//! `clone3` and must not be called from a multi-threaded process.
+
+pub mod bundle;
+pub mod cli;
+pub mod client;
+pub mod conn;
+pub mod console;
+pub mod crilog;
+pub mod daemon;
+pub mod exec;
+pub mod files;
+pub mod logfile;
+pub mod oom;
+pub mod output;
+pub mod protocol;
+pub mod reaper;
+pub mod runtime;
+pub mod server;
+pub mod setup;
+pub mod signal;
+pub mod timestamp;
+
+use crate::cli::Args;
+use crate::protocol::Ready;
+use crate::server::{error_chain, Server};
+use crate::setup::{SetupError, ShimConfig};
+
+/// Runs the shim; returns the process exit code. In the launcher (the
+/// process berthd started) it returns once the container is created or
+/// creating it failed; in the daemon, after `shutdown`.
+pub fn run(args: &Args) -> i32 {
+    let cfg = match ShimConfig::from_args(args) {
+        Ok(c) => c,
+        Err(e) => return daemon::report_failure(e.to_string()),
+    };
+    let ready = match daemon::fork_daemon() {
+        Ok(pipe) => pipe,
+        Err(launcher_exit) => return launcher_exit,
+    };
+    // From here on: the daemon.
+    if let Err(e) = daemon::detach(&cfg.files.log()) {
+        ready.send(&failed(format!("detaching: {e}")));
+        return 1;
+    }
+    init_tracing();
+    let shim_pid = std::process::id() as i32;
+    tracing::info!(id = %cfg.container.id, shim_pid, "berth-shim starting");
+    if let Err(e) = files::write_atomic(&cfg.files.shim_pid(), shim_pid.to_string().as_bytes()) {
+        tracing::warn!(%e, "cannot write shim.pid");
+    }
+    match start(cfg) {
+        Ok(server) => {
+            let pid = server.init_pid();
+            ready.send(&Ready {
+                ok: true,
+                pid: Some(pid),
+                shim_pid: Some(shim_pid),
+                error: None,
+            });
+            server.run()
+        }
+        Err(e) => {
+            let msg = error_chain(&e);
+            tracing::error!(%msg, "creating the container failed");
+            ready.send(&failed(msg));
+            1
+        }
+    }
+}
+
+fn start(cfg: ShimConfig) -> Result<Server, SetupError> {
+    let sigfd = setup::sigchld_fd()?;
+    let created = setup::create(&cfg)?;
+    let listener = match setup::listen(&cfg.files) {
+        Ok(l) => l,
+        Err(e) => {
+            let mut container = created.container;
+            if let Err(d) = container.delete(true) {
+                tracing::error!(error = %error_chain(&d), "removing the container");
+            }
+            return Err(e);
+        }
+    };
+    Ok(Server::new(cfg, created, listener, sigfd))
+}
+
+fn failed(error: String) -> Ready {
+    Ready {
+        ok: false,
+        pid: None,
+        shim_pid: None,
+        error: Some(error),
+    }
+}
+
+/// Logs go to stderr, which is `<dir>/shim.log` by now. `BERTH_SHIM_LOG`
+/// takes a tracing filter. The default leaves out libcgroups' warning, on
+/// every create, about each v1 controller this host lacks.
+fn init_tracing() {
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("BERTH_SHIM_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("info,libcgroups::v1::manager=error")
+        });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}

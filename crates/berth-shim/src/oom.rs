@@ -1,0 +1,101 @@
+//! Did the OOM killer act in the container's memory cgroup?
+//!
+//! The shim reads the cgroup's `oom_kill` counter when the container is
+//! created and again when its init exits; a higher count means a process of
+//! the container was OOM-killed (containerd reports `OOMKilled` the same way,
+//! from cgroup OOM events). cgroup v1 has the counter in
+//! `memory/<path>/memory.oom_control` (kernel ≥ 4.13), v2 in
+//! `<path>/memory.events`. Only cgroupfs paths (`/a/b`) are understood.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Finds the `oom_kill` counter of one cgroup.
+#[derive(Debug, Clone)]
+pub struct OomProbe {
+    files: Vec<PathBuf>,
+}
+
+impl OomProbe {
+    /// `cgroup_root` is normally `/sys/fs/cgroup`; `cgroups_path` is the
+    /// spec's `linux.cgroupsPath`.
+    pub fn new(cgroup_root: &Path, cgroups_path: &Path) -> Self {
+        let rel = cgroups_path.strip_prefix("/").unwrap_or(cgroups_path);
+        let files = if rel.as_os_str().is_empty() || rel.to_string_lossy().contains(':') {
+            Vec::new() // the root cgroup, or a systemd slice name
+        } else {
+            vec![
+                cgroup_root
+                    .join("memory")
+                    .join(rel)
+                    .join("memory.oom_control"),
+                cgroup_root.join(rel).join("memory.events"),
+                cgroup_root.join("unified").join(rel).join("memory.events"),
+            ]
+        };
+        Self { files }
+    }
+
+    /// The counter, from the first file that has one.
+    pub fn oom_kills(&self) -> Option<u64> {
+        self.files
+            .iter()
+            .filter_map(|f| fs::read_to_string(f).ok())
+            .find_map(|text| parse_oom_kill(&text))
+    }
+}
+
+/// The value of the `oom_kill` line of `memory.oom_control` or
+/// `memory.events`.
+pub fn parse_oom_kill(text: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut parts = line.split_whitespace();
+        match (parts.next(), parts.next()) {
+            (Some("oom_kill"), Some(n)) => n.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_v1_and_v2_formats() {
+        let v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(parse_oom_kill(v1), Some(2));
+        let v2 = "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(parse_oom_kill(v2), Some(1));
+        assert_eq!(parse_oom_kill("oom_kill_disable 0\nunder_oom 0\n"), None);
+    }
+
+    #[test]
+    fn reads_v1_then_v2_locations() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let probe = OomProbe::new(root.path(), Path::new("/pod/c1"));
+        assert_eq!(probe.oom_kills(), None);
+
+        let v2 = root.path().join("pod/c1");
+        fs::create_dir_all(&v2).expect("mkdir");
+        fs::write(v2.join("memory.events"), "oom 0\noom_kill 5\n").expect("write");
+        assert_eq!(probe.oom_kills(), Some(5));
+
+        let v1 = root.path().join("memory/pod/c1");
+        fs::create_dir_all(&v1).expect("mkdir");
+        fs::write(v1.join("memory.oom_control"), "under_oom 0\noom_kill 1\n").expect("write");
+        assert_eq!(probe.oom_kills(), Some(1));
+    }
+
+    #[test]
+    fn systemd_and_root_paths_are_not_probed() {
+        let root = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            OomProbe::new(root, Path::new("system.slice:berth:c1"))
+                .files
+                .len(),
+            0
+        );
+        assert_eq!(OomProbe::new(root, Path::new("/")).files.len(), 0);
+    }
+}

@@ -1,0 +1,237 @@
+//! The libcontainer calls the shim makes, in one place.
+//!
+//! Quirks handled here:
+//! - libcontainer runs the payload with `execvp` from its own cloned child
+//!   and never resets the signal state it inherited from the shim. The shim
+//!   blocks SIGCHLD (for its signalfd) and, like every Rust program, ignores
+//!   SIGPIPE; both survive `execve`. [`CleanExecutor`] restores default
+//!   dispositions and an empty mask just before the exec.
+//! - The init is cloned with `CLONE_PARENT` by libcontainer's intermediate
+//!   process, so it is the shim's direct child; so is every exec process.
+//! - `build()` consumes the stdio fds we hand it and closes its copies when
+//!   it returns, so the shim keeps only the read ends.
+//! - The tenant (exec) builder leaves a notify socket file behind per exec,
+//!   and drops the container's seccomp profile (see [`CleanExecutor`]).
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::container::Container;
+use libcontainer::error::LibcontainerError;
+use libcontainer::oci_spec::runtime::{LinuxSeccomp, Process, Spec};
+use libcontainer::syscall::syscall::SyscallType;
+use libcontainer::workload::default::DefaultExecutor;
+use libcontainer::workload::{
+    Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError,
+};
+use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
+
+/// The default executor, after restoring the signal state a fresh process
+/// would have, and (for exec processes) loading the container's seccomp
+/// filter.
+#[derive(Clone, Default)]
+pub struct CleanExecutor {
+    seccomp: Option<LinuxSeccomp>,
+}
+
+impl Executor for CleanExecutor {
+    fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
+        reset_signal_state();
+        if let Some(seccomp) = &self.seccomp {
+            load_seccomp(seccomp)?;
+        }
+        DefaultExecutor {}.exec(spec)
+    }
+
+    fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        DefaultExecutor {}.validate(spec)
+    }
+
+    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        DefaultExecutor {}.setup_envs(envs)
+    }
+}
+
+/// libcontainer's tenant builder rebuilds `linux` from the namespaces and
+/// the cgroup only, so an exec'd process would run without the container's
+/// seccomp profile. We load it here, the last thing before `execvp`. By now
+/// the capabilities are already the container's: without CAP_SYS_ADMIN the
+/// kernel accepts a filter only under no_new_privs, so then we set it
+/// (runc instead loads the filter before it drops capabilities; libcontainer
+/// gives us no hook there). Profiles with a notify action are not loaded:
+/// they need a listener berth does not provide.
+fn load_seccomp(seccomp: &LinuxSeccomp) -> Result<(), ExecutorError> {
+    use libcontainer::seccomp::initialize_seccomp;
+    if libcontainer::seccomp::is_notify(seccomp) {
+        return Ok(());
+    }
+    if initialize_seccomp(seccomp).is_ok() {
+        return Ok(());
+    }
+    nix::sys::prctl::set_no_new_privs()
+        .map_err(|e| ExecutorError::Other(format!("setting no_new_privs for seccomp: {e}")))?;
+    initialize_seccomp(seccomp)
+        .map(drop)
+        .map_err(|e| ExecutorError::Other(format!("loading the container's seccomp profile: {e}")))
+}
+
+/// Every signal back to its default disposition, none blocked. Ignored
+/// dispositions survive `execve`: the shim ignores SIGPIPE (Rust does), and
+/// whoever started berthd may have left others ignored (a shell's
+/// background job ignores SIGINT and SIGQUIT, for one).
+fn reset_signal_state() {
+    // The kernel's `struct sigaction` with every field zero is SIG_DFL, no
+    // flags, empty mask. Going through the raw syscall also reaches the
+    // signals glibc reserves (32, 33), which its wrapper refuses.
+    let default_action = [0u64; 4];
+    for sig in 1..=64 {
+        if sig == Signal::SIGKILL as i32 || sig == Signal::SIGSTOP as i32 {
+            continue;
+        }
+        // SAFETY: rt_sigaction reads 32 bytes from a live buffer of that
+        // size; the old-action pointer is null. No handler is installed.
+        unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_rt_sigaction,
+                sig,
+                default_action.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            );
+        }
+    }
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+}
+
+/// Where the init's stdio goes.
+pub enum InitStdio {
+    /// stdin, stdout, stderr (their numbers must be above 2: libcontainer
+    /// `dup2`s each onto 0/1/2 and then closes the original).
+    Pipes {
+        stdin: OwnedFd,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    },
+    /// A pty: libcontainer connects to this socket while creating and the
+    /// init sends the pty master over it.
+    Console(PathBuf),
+}
+
+/// Identifies a container to libcontainer.
+#[derive(Debug, Clone)]
+pub struct ContainerRef {
+    pub id: String,
+    pub state_root: PathBuf,
+}
+
+impl ContainerRef {
+    fn builder(&self, executor: CleanExecutor) -> Result<ContainerBuilder, LibcontainerError> {
+        ContainerBuilder::new(self.id.clone(), SyscallType::Linux)
+            .with_root_path(&self.state_root)
+            .map(|b| b.with_executor(executor))
+    }
+
+    /// Creates the container: the init is set up and waits for `start`.
+    pub fn create(&self, bundle: &Path, stdio: InitStdio) -> Result<Container, LibcontainerError> {
+        let builder = self.builder(CleanExecutor::default())?.validate_id()?;
+        let builder = match stdio {
+            InitStdio::Pipes {
+                stdin,
+                stdout,
+                stderr,
+            } => builder
+                .with_stdin(stdin)
+                .with_stdout(stdout)
+                .with_stderr(stderr),
+            InitStdio::Console(socket) => builder.with_console_socket(Some(socket)),
+        };
+        builder
+            .as_init(bundle)
+            .with_systemd(false)
+            .with_detach(true)
+            .build()
+    }
+
+    /// Starts a process in the running container; returns its pid once it
+    /// has exec'd.
+    pub fn exec(
+        &self,
+        process: &ExecProcess,
+        stdio: [OwnedFd; 3],
+    ) -> Result<i32, LibcontainerError> {
+        let result = self.build_tenant(process, stdio);
+        let _ = std::fs::remove_file(&process.json_path);
+        self.remove_tenant_sockets();
+        result
+    }
+
+    fn build_tenant(
+        &self,
+        process: &ExecProcess,
+        stdio: [OwnedFd; 3],
+    ) -> Result<i32, LibcontainerError> {
+        let json =
+            serde_json::to_vec(&process.process).map_err(LibcontainerError::OtherSerialization)?;
+        std::fs::write(&process.json_path, json).map_err(LibcontainerError::OtherIO)?;
+        let [stdin, stdout, stderr] = stdio;
+        let executor = CleanExecutor {
+            seccomp: process.seccomp.clone(),
+        };
+        let pid = self
+            .builder(executor)?
+            .with_stdin(stdin)
+            .with_stdout(stdout)
+            .with_stderr(stderr)
+            .as_tenant()
+            .with_process(Some(&process.json_path))
+            .with_detach(true)
+            .build()?;
+        Ok(pid.as_raw())
+    }
+}
+
+impl ContainerRef {
+    /// libcontainer leaves one `tenant-notify-*.sock` per exec in the
+    /// container's state directory; with kubelet probing through ExecSync
+    /// they would pile up. Once `build()` has returned the socket is unused.
+    fn remove_tenant_sockets(&self) {
+        let dir = self.state_root.join(&self.id);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with("tenant-notify-")
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// An exec'd process, fully resolved.
+///
+/// It goes to libcontainer as a `process.json` (`with_process`, what
+/// `runc exec --process` takes) rather than through the tenant builder's
+/// setters: those start from oci-spec's `Process::default()`, which sets
+/// no_new_privs, and give no capabilities when the spec lists none; a full
+/// process keeps the container's settings.
+#[derive(Debug, Clone)]
+pub struct ExecProcess {
+    pub process: Process,
+    /// The container's seccomp profile, applied to the process too.
+    pub seccomp: Option<LinuxSeccomp>,
+    /// Where the process.json is written for the duration of the call.
+    pub json_path: PathBuf,
+}
+
+/// Sends `signal` (1..=31, what libcontainer accepts) to every process in
+/// the container's cgroup.
+pub fn kill_all(container: &mut Container, signal: i32) -> Result<(), LibcontainerError> {
+    let sig = libcontainer::signal::Signal::try_from(signal)
+        .map_err(|e| LibcontainerError::Other(e.to_string()))?;
+    container.kill(sig, true)
+}

@@ -1,0 +1,130 @@
+//! The container's life as the shim sees it: children exit, the init's
+//! exit is published once its output has ended, shutdown removes it.
+
+use std::time::Instant;
+
+use super::{error_chain, send_signal, Exited, Server, INIT_OUTPUT_GRACE, SIGKILL};
+use crate::daemon::FINAL_FLUSH;
+use crate::files::write_json_atomic;
+use crate::output::OutputPipe;
+use crate::protocol::{ErrorCode, ExitRecord, Response};
+use crate::reaper::reap_all;
+use crate::{runtime, timestamp};
+
+impl Server {
+    pub(super) fn on_sigchld(&mut self) {
+        while let Ok(Some(_)) = self.sigfd.read_signal() {}
+        let now = Instant::now();
+        for r in reap_all() {
+            if r.pid == self.init.pid && self.init.exited.is_none() {
+                self.on_init_exit(r.exit_code, now);
+            } else if let Some(e) = self
+                .execs
+                .iter_mut()
+                .find(|e| e.session.pid() == r.pid && !e.session.has_exited())
+            {
+                e.session.on_exit(r.exit_code, now);
+            } else {
+                tracing::debug!(pid = r.pid, code = r.exit_code, "reaped an orphan");
+            }
+        }
+    }
+
+    pub(super) fn on_init_exit(&mut self, code: i32, now: Instant) {
+        tracing::info!(code, "container init exited");
+        self.init.exited = Some(Exited {
+            code,
+            at: timestamp::now(),
+            drain_until: now + INIT_OUTPUT_GRACE,
+        });
+        if !self.bundle.own_pid_namespace {
+            // nothing kills the rest of the container with its init
+            if let Err(e) = runtime::kill_all(&mut self.container, SIGKILL) {
+                tracing::warn!(error = %error_chain(&e), "killing the rest of the container");
+            }
+        }
+        for o in &mut self.outputs {
+            o.pump_all(&mut self.log);
+        }
+    }
+
+    /// Writes the exit file once the output has ended (or its grace passed):
+    /// whoever sees the exit also finds the container's last log lines.
+    pub(super) fn publish_exit(&mut self, now: Instant) {
+        let Some(ex) = &self.init.exited else { return };
+        if self.init.record.is_some() {
+            return;
+        }
+        if !(self.outputs.iter().all(OutputPipe::is_eof) || now >= ex.drain_until) {
+            return;
+        }
+        let oom_killed = self.oom.oom_kills().is_some_and(|n| n > self.oom_baseline);
+        let record = ExitRecord {
+            exit_code: ex.code,
+            exited_at: ex.at.clone(),
+            oom_killed,
+        };
+        if let Err(err) = write_json_atomic(&self.cfg.files.exit(), &record) {
+            tracing::error!(%err, "cannot write the exit file");
+        }
+        tracing::info!(?record, "container stopped");
+        self.init.record = Some(record);
+    }
+
+    pub(super) fn begin_shutdown(&mut self, client: u64) -> Option<Response> {
+        if self.shutdown.is_some() {
+            return Some(Response::error(
+                ErrorCode::InvalidState,
+                "shutdown already in progress",
+            ));
+        }
+        tracing::info!("shutdown requested");
+        self.shutdown = Some(Some(client));
+        for e in &mut self.execs {
+            e.session.kill();
+        }
+        if self.init.exited.is_none() {
+            if let Err(e) = send_signal(self.init.pid, SIGKILL) {
+                tracing::warn!(%e, "killing the init");
+            }
+            if let Err(e) = runtime::kill_all(&mut self.container, SIGKILL) {
+                tracing::warn!(error = %error_chain(&e), "killing the container");
+            }
+        }
+        None
+    }
+
+    /// Once the container has stopped: remove it and leave.
+    pub(super) fn progress_shutdown(&mut self) {
+        let Some(client) = self.shutdown else { return };
+        if self.init.record.is_none() {
+            return;
+        }
+        let result = self.container.delete(true);
+        if result.is_ok() {
+            // gone before the answer arrives: whoever reads "ok" finds no socket
+            let _ = std::fs::remove_file(self.cfg.files.socket());
+        }
+        let conn = client.and_then(|id| self.clients.get_mut(&id));
+        match result {
+            Ok(()) => {
+                tracing::info!("container deleted; exiting");
+                if let Some(c) = conn {
+                    c.set_busy(false);
+                    c.send(&Response::Ok);
+                    c.flush_blocking(FINAL_FLUSH);
+                }
+                self.exit_with = Some(0);
+            }
+            Err(e) => {
+                let msg = format!("delete: {}", error_chain(&e));
+                tracing::error!(%msg, "shutdown failed");
+                if let Some(c) = conn {
+                    c.set_busy(false);
+                    c.send(&Response::error(ErrorCode::Failed, msg));
+                }
+                self.shutdown = None;
+            }
+        }
+    }
+}

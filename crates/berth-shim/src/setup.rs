@@ -1,0 +1,247 @@
+//! From the command line to a created container and a listening socket:
+//! everything the daemon does before it reports ready.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+
+use libcontainer::container::Container;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::pipe2;
+
+use crate::bundle::{BundleError, BundleInfo};
+use crate::cli::Args;
+use crate::console::ConsoleSocket;
+use crate::crilog::Stream;
+use crate::files::{write_atomic, ShimFiles};
+use crate::logfile::LogFile;
+use crate::output::OutputPipe;
+use crate::runtime::{ContainerRef, InitStdio};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{what} {path}: {source}")]
+    Path {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    #[error("--tty is {flag} but the spec's process.terminal is {spec}")]
+    TtyMismatch { flag: bool, spec: bool },
+    #[error("cannot open the container log: {0}")]
+    Log(std::io::Error),
+    #[error("{0}: {1}")]
+    Sys(&'static str, std::io::Error),
+    #[error("creating the container: {0}")]
+    Create(libcontainer::error::LibcontainerError),
+    #[error("container created but its pid is unknown")]
+    NoPid,
+    #[error("receiving the pty master: {0}")]
+    Console(std::io::Error),
+}
+
+/// The command line, with paths made absolute and checked.
+#[derive(Debug, Clone)]
+pub struct ShimConfig {
+    pub container: ContainerRef,
+    pub bundle: PathBuf,
+    pub files: ShimFiles,
+    pub log_path: Option<PathBuf>,
+    pub tty: bool,
+    pub max_log_line: usize,
+}
+
+impl ShimConfig {
+    /// Creates `--dir` and `--state-root` if missing; the bundle must exist.
+    pub fn from_args(args: &Args) -> Result<Self, SetupError> {
+        let dir = make_dir("shim directory", &args.dir)?;
+        let state_root = make_dir("state root", &args.state_root)?;
+        let bundle = canonical("bundle", &args.bundle)?;
+        let log_path = match &args.log {
+            Some(p) if p.is_absolute() => Some(p.clone()),
+            Some(p) => Some(absolute("log path", p)?),
+            None => None,
+        };
+        Ok(Self {
+            container: ContainerRef {
+                id: args.id.clone(),
+                state_root,
+            },
+            bundle,
+            files: ShimFiles::new(dir),
+            log_path,
+            tty: args.tty,
+            max_log_line: args.max_log_line,
+        })
+    }
+}
+
+fn make_dir(what: &'static str, p: &Path) -> Result<PathBuf, SetupError> {
+    std::fs::create_dir_all(p).map_err(|source| SetupError::Path {
+        what,
+        path: p.to_path_buf(),
+        source,
+    })?;
+    canonical(what, p)
+}
+
+fn canonical(what: &'static str, p: &Path) -> Result<PathBuf, SetupError> {
+    p.canonicalize().map_err(|source| SetupError::Path {
+        what,
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+fn absolute(what: &'static str, p: &Path) -> Result<PathBuf, SetupError> {
+    std::path::absolute(p).map_err(|source| SetupError::Path {
+        what,
+        path: p.to_path_buf(),
+        source,
+    })
+}
+
+/// SIGCHLD is blocked and read from a signalfd; must happen before any
+/// child exists so no exit is missed.
+pub fn sigchld_fd() -> Result<SignalFd, SetupError> {
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None)
+        .map_err(|e| SetupError::Sys("blocking SIGCHLD", e.into()))?;
+    SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| SetupError::Sys("signalfd", e.into()))
+}
+
+/// A created container and the shim's ends of its output.
+pub struct Created {
+    pub container: Container,
+    pub init_pid: i32,
+    pub outputs: Vec<OutputPipe>,
+    pub log: LogFile,
+    pub bundle: BundleInfo,
+}
+
+pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
+    let bundle = BundleInfo::load(&cfg.bundle)?;
+    if bundle.terminal != cfg.tty {
+        return Err(SetupError::TtyMismatch {
+            flag: cfg.tty,
+            spec: bundle.terminal,
+        });
+    }
+    let log = LogFile::open(cfg.log_path.clone()).map_err(SetupError::Log)?;
+
+    let (container, outputs) = if cfg.tty {
+        let console = ConsoleSocket::bind(&cfg.files.console_socket())
+            .map_err(|e| SetupError::Sys("binding the console socket", e))?;
+        let container = cfg
+            .container
+            .create(
+                &cfg.bundle,
+                InitStdio::Console(console.path().to_path_buf()),
+            )
+            .map_err(SetupError::Create)?;
+        let master = match console
+            .receive_master()
+            .map_err(SetupError::Console)
+            .and_then(|m| set_nonblocking(&m).map(|()| m))
+        {
+            Ok(m) => m,
+            Err(err) => {
+                let mut container = container;
+                if let Err(e) = container.delete(true) {
+                    tracing::error!(%e, "removing the half-made container");
+                }
+                return Err(err);
+            }
+        };
+        let out = OutputPipe::new(master, Stream::Stdout, cfg.max_log_line);
+        (container, vec![out])
+    } else {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let stdin = File::open("/dev/null").map_err(|e| SetupError::Sys("/dev/null", e))?;
+        let container = cfg
+            .container
+            .create(
+                &cfg.bundle,
+                InitStdio::Pipes {
+                    stdin: stdin.into(),
+                    stdout: out_w,
+                    stderr: err_w,
+                },
+            )
+            .map_err(SetupError::Create)?;
+        let outputs = vec![
+            OutputPipe::new(out_r, Stream::Stdout, cfg.max_log_line),
+            OutputPipe::new(err_r, Stream::Stderr, cfg.max_log_line),
+        ];
+        (container, outputs)
+    };
+    let mut container = container;
+    let init_pid = match publish_pid(cfg, &container) {
+        Ok(pid) => pid,
+        Err(err) => {
+            // do not leave a created container nobody will ever start
+            if let Err(e) = container.delete(true) {
+                tracing::error!(%e, "removing the half-made container");
+            }
+            return Err(err);
+        }
+    };
+    Ok(Created {
+        container,
+        init_pid,
+        outputs,
+        log,
+        bundle,
+    })
+}
+
+fn publish_pid(cfg: &ShimConfig, container: &Container) -> Result<i32, SetupError> {
+    let init_pid = container.pid().ok_or(SetupError::NoPid)?.as_raw();
+    write_atomic(&cfg.files.pid(), init_pid.to_string().as_bytes()).map_err(|source| {
+        SetupError::Path {
+            what: "pid file",
+            path: cfg.files.pid(),
+            source,
+        }
+    })?;
+    Ok(init_pid)
+}
+
+/// A pipe whose read end (returned first) is non-blocking. Both ends are
+/// close-on-exec: libcontainer `dup2`s the write end onto 0/1/2, which
+/// clears the flag on the copy.
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), SetupError> {
+    let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| SetupError::Sys("pipe", e.into()))?;
+    set_nonblocking(&r)?;
+    Ok((r, w))
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> Result<(), SetupError> {
+    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(|e| SetupError::Sys("fcntl", e.into()))?;
+    let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+    fcntl(fd, FcntlArg::F_SETFL(flags)).map_err(|e| SetupError::Sys("fcntl", e.into()))?;
+    Ok(())
+}
+
+/// Binds the control socket (replacing a stale one).
+pub fn listen(files: &ShimFiles) -> Result<UnixListener, SetupError> {
+    let path = files.socket();
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|source| SetupError::Path {
+        what: "control socket",
+        path: path.clone(),
+        source,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| SetupError::Sys("control socket", e))?;
+    Ok(listener)
+}
