@@ -2,7 +2,7 @@
 
 use berth_tests::Berthd;
 use cri_api::v1::{
-    CgroupDriver, ImageFsInfoRequest, ListContainersRequest, RuntimeConfigRequest, StatusRequest,
+    CgroupDriver, ContainerStatsRequest, ImageFsInfoRequest, RuntimeConfigRequest, StatusRequest,
     VersionRequest,
 };
 
@@ -157,12 +157,12 @@ async fn unbuilt_rpcs_are_unimplemented_and_named() {
     let err = berthd
         .runtime_client()
         .await
-        .list_containers(ListContainersRequest::default())
+        .container_stats(ContainerStatsRequest::default())
         .await
         .expect_err("not built yet");
     assert_eq!(err.code(), tonic::Code::Unimplemented);
     assert!(
-        err.message().contains("ListContainers"),
+        err.message().contains("ContainerStats"),
         "{}",
         err.message()
     );

@@ -18,6 +18,8 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::cgroup_driver::{self, CgroupDriver, RealHost};
 use crate::config::{Config, ConfigSource};
+use crate::container::store::ContainerStore;
+use crate::container::ContainerManager;
 use crate::instrument::RpcTraceLayer;
 use crate::layout::RootLayout;
 use crate::listener;
@@ -78,11 +80,22 @@ fn open_context(
     let store = ImageStore::open(&layout.images())?;
     let images = Arc::new(ImagePuller::new(Arc::new(store), registry_hosts(&config)));
     let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver)?);
+    let containers = Arc::new(ContainerManager {
+        store: ContainerStore::open(&config.state_dir.join("containers"))
+            .map_err(|err| DaemonError::Startup(format!("containers: {err}")))?,
+        images: images.store().clone(),
+        sandboxes: sandboxes.clone(),
+        layers_dir: layout.containers(),
+        runtime_root: config.state_dir.join("runtime"),
+        shims_dir: config.state_dir.join("shims"),
+        shim: helper_binary("berth-shim"),
+    });
     let context = RuntimeContext {
         config,
         cgroup_driver,
         images,
         sandboxes,
+        containers,
     };
     Ok((context, lock))
 }

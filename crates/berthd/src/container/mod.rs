@@ -1,4 +1,548 @@
-//! Containers: their root filesystems, and (as the container RPCs land)
-//! their records and shims.
+//! Containers: created from an image into a pod sandbox, run by one
+//! berth-shim each. berthd prepares the bundle (overlay rootfs and OCI
+//! spec); the shim creates, starts and reaps the container.
 
 pub mod rootfs;
+pub mod shim;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_image::store::ImageStore;
+use berth_shim::protocol::{
+    ExecRequest, Request, Response, SignalArg, StateInfo, Status as ShimStatus,
+};
+use berth_spec::{
+    CgroupFeatures, ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces,
+};
+use cri_api::v1::{ContainerConfig, NamespaceMode};
+use nix::sys::signal::Signal;
+use tonic::Status;
+
+use self::rootfs::RootfsPaths;
+use self::shim::ShimLaunch;
+use self::store::{ContainerRecord, ContainerStore};
+use crate::sandbox::store::SandboxRecord;
+use crate::sandbox::{new_id, now_nanos, SandboxManager};
+
+/// Everything containers need from the daemon.
+pub struct ContainerManager {
+    pub store: ContainerStore,
+    pub images: Arc<ImageStore>,
+    pub sandboxes: Arc<SandboxManager>,
+    /// Persistent per-container dirs (the rootfs's upper and work dirs).
+    pub layers_dir: PathBuf,
+    /// libcontainer's state root, shared by all shims.
+    pub runtime_root: PathBuf,
+    /// Where each shim keeps its socket, pid and exit files.
+    pub shims_dir: PathBuf,
+    pub shim: PathBuf,
+}
+
+/// What a failed create has to undo.
+#[derive(Default)]
+struct Undo {
+    name: Option<(String, String)>,
+    rootfs: Option<RootfsPaths>,
+    dirs: Vec<PathBuf>,
+    shim_dir: Option<PathBuf>,
+}
+
+impl ContainerManager {
+    /// CreateContainer: returns the new container's id.
+    pub async fn create(
+        &self,
+        sandbox_id: &str,
+        config: ContainerConfig,
+    ) -> Result<String, Status> {
+        let metadata = config
+            .metadata
+            .clone()
+            .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
+        if metadata.name.is_empty() {
+            return Err(Status::invalid_argument("config.metadata.name is required"));
+        }
+        let image_name = config
+            .image
+            .as_ref()
+            .map(|image| image.image.clone())
+            .unwrap_or_default();
+        if image_name.is_empty() {
+            return Err(Status::invalid_argument("config.image.image is required"));
+        }
+        let sandbox_handle = self
+            .sandboxes
+            .find(sandbox_id)?
+            .ok_or_else(|| Status::not_found(format!("pod sandbox {sandbox_id:?} not found")))?;
+        let sandbox = sandbox_handle.lock().await.clone();
+        let sandbox_config = sandbox.decode_config();
+        let sandbox_meta = sandbox_config.metadata.clone().unwrap_or_default();
+        let image = self.images.resolve(&image_name).ok_or_else(|| {
+            Status::not_found(format!("image {image_name:?} not found: pull it first"))
+        })?;
+
+        let id = new_id();
+        let name_key = format!(
+            "{}_{}_{}_{}_{}",
+            metadata.name,
+            sandbox_meta.name,
+            sandbox_meta.namespace,
+            sandbox_meta.uid,
+            metadata.attempt
+        );
+        if let Err(existing) = self.store.reserve_name(&name_key, &id) {
+            return Err(Status::already_exists(format!(
+                "container name {name_key:?} is reserved by container {existing}"
+            )));
+        }
+        let mut undo = Undo {
+            name: Some((name_key.clone(), id.clone())),
+            ..Default::default()
+        };
+        match self
+            .set_up(
+                &id,
+                &name_key,
+                &sandbox,
+                config,
+                &image,
+                &image_name,
+                &mut undo,
+            )
+            .await
+        {
+            Ok(record) => {
+                self.store.insert(record);
+                Ok(id)
+            }
+            Err(status) => {
+                self.undo(undo).await;
+                Err(status)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn set_up(
+        &self,
+        id: &str,
+        name_key: &str,
+        sandbox: &SandboxRecord,
+        config: ContainerConfig,
+        image: &berth_image::store::ImageRecord,
+        image_name: &str,
+        undo: &mut Undo,
+    ) -> Result<ContainerRecord, Status> {
+        let sandbox_config = sandbox.decode_config();
+        let bundle = self.store.record_dir(id);
+        let layer_dir = self.layers_dir.join(id);
+        // Unix socket paths are limited to 107 bytes: the shim's dir is
+        // named by a 12-digit prefix of the (random) id, in a short path.
+        let shim_dir = self.shims_dir.join(&id[..12.min(id.len())]);
+        for dir in [&bundle, &layer_dir, &self.shims_dir] {
+            std::fs::create_dir_all(dir).map_err(|err| internal("container dir", &err))?;
+        }
+        std::fs::create_dir(&shim_dir).map_err(|err| internal("shim dir", &err))?;
+        undo.dirs = vec![bundle.clone(), layer_dir.clone(), shim_dir.clone()];
+
+        // Root filesystem: the image's layers under a writable upper dir.
+        let layers = image
+            .layers
+            .iter()
+            .map(|layer| self.images.layer_path(&layer.diff_id))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| Status::internal(err.to_string()))?;
+        let paths = RootfsPaths::new(&layer_dir, &bundle);
+        rootfs::mount_rootfs(&layers, &paths).map_err(|err| Status::internal(err.to_string()))?;
+        undo.rootfs = Some(paths.clone());
+
+        // The OCI spec.
+        let image_config = self
+            .images
+            .blob_path(&image.id)
+            .ok()
+            .and_then(|path| std::fs::read(path).ok())
+            .and_then(|bytes| {
+                oci_spec::image::ImageConfiguration::from_reader(bytes.as_slice()).ok()
+            })
+            .ok_or_else(|| Status::internal(format!("image config {} is unreadable", image.id)))?;
+        let image_view = ImageConfigView::from(&image_config);
+        let location =
+            berth_cgroups::container_cgroup(self.sandboxes.driver, &sandbox.cgroup_parent, id)
+                .map_err(|err| Status::invalid_argument(format!("cgroup: {err}")))?;
+        let target_pid = self.target_pid(&config, &sandbox.id).await?;
+        let namespaces = SandboxNamespaces {
+            network: sandbox.namespaces.get("net").cloned(),
+            ipc: sandbox.namespaces.get("ipc").cloned(),
+            uts: sandbox.namespaces.get("uts").cloned(),
+            pid: sandbox.namespaces.get("pid").cloned(),
+            target_pid,
+        };
+        let files = SandboxFiles {
+            hostname: Some(sandbox.dir.join("hostname")),
+            hosts: Some(sandbox.dir.join("hosts")),
+            resolv_conf: Some(sandbox.dir.join("resolv.conf")),
+            shm: sandbox.shm.clone(),
+        };
+        let log_path = berth_spec::annotations::log_path(&config, &sandbox_config)
+            .map_err(|err| Status::invalid_argument(err.to_string()))?;
+        let etc_passwd = read_image_file(&paths.merged, "etc/passwd");
+        let etc_group = read_image_file(&paths.merged, "etc/group");
+        // The spec is built and written before any await: the host lookup
+        // it borrows is not Send.
+        {
+            let inputs = ContainerInputs {
+                container_id: id,
+                sandbox_id: &sandbox.id,
+                config: &config,
+                sandbox_config: &sandbox_config,
+                image: &image_view,
+                rootfs: &paths.merged,
+                namespaces: &namespaces,
+                cgroups_path: location.oci_cgroups_path(),
+                etc_passwd: etc_passwd.as_deref(),
+                etc_group: etc_group.as_deref(),
+                sandbox_files: files,
+                host_oom_score_adj_floor: own_oom_score_adj(),
+                features: CgroupFeatures::default(),
+                host: &OsHost,
+            };
+            let spec = berth_spec::container_spec(&inputs).map_err(spec_status)?;
+            spec.save(bundle.join("config.json"))
+                .map_err(|err| Status::internal(format!("writing config.json: {err}")))?;
+        }
+        if let Some(log) = &log_path {
+            if let Some(dir) = log.parent() {
+                std::fs::create_dir_all(dir).map_err(|err| internal("log dir", &err))?;
+            }
+        }
+        let stop_signal =
+            berth_spec::stop_signal(&config, &image_view).unwrap_or(Signal::SIGTERM as i32);
+
+        undo.shim_dir = Some(shim_dir.clone());
+        let pid = shim::launch(&ShimLaunch {
+            binary: &self.shim,
+            id,
+            bundle: &bundle,
+            state_root: &self.runtime_root,
+            dir: &shim_dir,
+            log: log_path.as_deref(),
+            tty: config.tty,
+        })
+        .await?;
+
+        let record = ContainerRecord {
+            id: id.to_string(),
+            name_key: name_key.to_string(),
+            sandbox_id: sandbox.id.clone(),
+            created_at: now_nanos(),
+            config: ContainerRecord::encode_config(&config),
+            image_id: image.id.clone(),
+            image_ref: image_name.to_string(),
+            log_path,
+            bundle,
+            layer_dir,
+            shim_dir,
+            cgroups_path: location.oci_cgroups_path().to_string(),
+            pid,
+            stop_signal,
+        };
+        self.store
+            .persist(&record)
+            .map_err(|err| Status::internal(err.to_string()))?;
+        Ok(record)
+    }
+
+    /// For PID TARGET: the init pid of the target container, which must
+    /// be a running container of the same sandbox.
+    async fn target_pid(
+        &self,
+        config: &ContainerConfig,
+        sandbox_id: &str,
+    ) -> Result<Option<u32>, Status> {
+        let options = config
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.security_context.as_ref())
+            .and_then(|context| context.namespace_options.as_ref());
+        let Some(options) = options.filter(|options| options.pid() == NamespaceMode::Target) else {
+            return Ok(None);
+        };
+        let target_id = &options.target_id;
+        let handle = self
+            .store
+            .find(target_id)
+            .map_err(|err| Status::invalid_argument(err.to_string()))?;
+        let Some(handle) = handle.filter(|_| !target_id.is_empty()) else {
+            return Err(Status::not_found(format!(
+                "namespace_options.target_id: container {target_id:?} not found"
+            )));
+        };
+        let target = handle.lock().await.clone();
+        if target.sandbox_id != sandbox_id {
+            return Err(Status::failed_precondition(format!(
+                "namespace_options.target_id: container {} is in another pod sandbox",
+                target.id
+            )));
+        }
+        match shim::state(&target.shim_dir).await {
+            Some(state) if state.status == ShimStatus::Running => Ok(u32::try_from(state.pid).ok()),
+            _ => Err(Status::failed_precondition(format!(
+                "namespace_options.target_id: container {} is not running",
+                target.id
+            ))),
+        }
+    }
+
+    async fn undo(&self, undo: Undo) {
+        if let Some(dir) = &undo.shim_dir {
+            let _ = shim::call(
+                dir,
+                Request::Kill {
+                    signal: SignalArg::Number(Signal::SIGKILL as i32),
+                    all: true,
+                },
+                Duration::ZERO,
+            )
+            .await;
+            let _ = shim::call(dir, Request::Shutdown, Duration::ZERO).await;
+        }
+        if let Some(paths) = &undo.rootfs {
+            if let Err(err) = rootfs::unmount_rootfs(paths) {
+                tracing::warn!(error = %err, "undo: unmount rootfs");
+            }
+        }
+        for dir in &undo.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some((name, id)) = &undo.name {
+            self.store.release_name(name, id);
+        }
+    }
+
+    /// StartContainer.
+    pub async fn start(&self, id: &str) -> Result<(), Status> {
+        let record = self.get(id).await?;
+        match shim::call(&record.shim_dir, Request::Start, Duration::ZERO).await {
+            Ok(Response::Ok) => Ok(()),
+            Ok(Response::Error { message, .. }) => Err(Status::failed_precondition(format!(
+                "starting container {}: {message}",
+                record.id
+            ))),
+            Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
+            Err(err) => Err(Status::internal(format!(
+                "shim of container {}: {err}",
+                record.id
+            ))),
+        }
+    }
+
+    /// StopContainer: the stop signal, then SIGKILL after `timeout`
+    /// seconds. Stopped or unknown is success.
+    pub async fn stop(&self, id: &str, timeout: i64) -> Result<(), Status> {
+        let Some(handle) = self.find(id)? else {
+            return Ok(());
+        };
+        let record = handle.lock().await.clone();
+        if !is_running(&record).await {
+            return Ok(());
+        }
+        if timeout > 0 {
+            let _ = shim::call(
+                &record.shim_dir,
+                Request::Kill {
+                    signal: SignalArg::Number(record.stop_signal),
+                    all: false,
+                },
+                Duration::ZERO,
+            )
+            .await;
+            if wait_stopped(&record, Duration::from_secs(timeout as u64)).await {
+                return Ok(());
+            }
+        }
+        let _ = shim::call(
+            &record.shim_dir,
+            Request::Kill {
+                signal: SignalArg::Number(Signal::SIGKILL as i32),
+                all: true,
+            },
+            Duration::ZERO,
+        )
+        .await;
+        if wait_stopped(&record, Duration::from_secs(10)).await {
+            Ok(())
+        } else {
+            Err(Status::internal(format!(
+                "container {} did not stop after SIGKILL",
+                record.id
+            )))
+        }
+    }
+
+    /// RemoveContainer: stops it, then removes its shim, rootfs and files.
+    /// Unknown is success.
+    pub async fn remove(&self, id: &str) -> Result<(), Status> {
+        let Some(handle) = self.find(id)? else {
+            return Ok(());
+        };
+        let full_id = handle.lock().await.id.clone();
+        self.stop(&full_id, 0).await?;
+        let record = handle.lock().await;
+        if !self.store.contains(&record.id) {
+            return Ok(());
+        }
+        let _ = shim::call(&record.shim_dir, Request::Shutdown, Duration::ZERO).await;
+        rootfs::unmount_rootfs(&RootfsPaths::new(&record.layer_dir, &record.bundle))
+            .map_err(|err| Status::internal(err.to_string()))?;
+        for dir in [&record.bundle, &record.layer_dir, &record.shim_dir] {
+            if let Err(err) = std::fs::remove_dir_all(dir) {
+                if err.kind() != std::io::ErrorKind::NotFound {
+                    return Err(internal(&format!("removing {}", dir.display()), &err));
+                }
+            }
+        }
+        self.store.remove(&record.id);
+        self.store.release_name(&record.name_key, &record.id);
+        Ok(())
+    }
+
+    /// ExecSync: runs a command in the container, returning its output.
+    pub async fn exec_sync(
+        &self,
+        id: &str,
+        args: Vec<String>,
+        timeout: i64,
+    ) -> Result<berth_shim::protocol::ExecResult, Status> {
+        let record = self.get(id).await?;
+        if args.is_empty() {
+            return Err(Status::invalid_argument("cmd must not be empty"));
+        }
+        let timeout_s = u64::try_from(timeout).unwrap_or(0);
+        let request = Request::Exec(ExecRequest {
+            args,
+            env: Vec::new(),
+            cwd: None,
+            user: None,
+            timeout_s,
+            max_output_bytes: None,
+        });
+        match shim::call(&record.shim_dir, request, Duration::from_secs(timeout_s)).await {
+            Ok(Response::Exec(result)) => Ok(result),
+            Ok(Response::Error { message, .. }) => Err(Status::failed_precondition(format!(
+                "exec in container {}: {message}",
+                record.id
+            ))),
+            Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
+            Err(err) => Err(Status::internal(format!(
+                "shim of container {}: {err}",
+                record.id
+            ))),
+        }
+    }
+
+    /// ReopenContainerLog.
+    pub async fn reopen_log(&self, id: &str) -> Result<(), Status> {
+        let record = self.get(id).await?;
+        if !is_running(&record).await {
+            return Err(Status::failed_precondition(format!(
+                "container {} is not running",
+                record.id
+            )));
+        }
+        match shim::call(&record.shim_dir, Request::ReopenLog, Duration::ZERO).await {
+            Ok(Response::Ok) => Ok(()),
+            Ok(other) => Err(Status::internal(format!("reopening log: {other:?}"))),
+            Err(err) => Err(Status::internal(format!(
+                "shim of container {}: {err}",
+                record.id
+            ))),
+        }
+    }
+
+    /// The live state of a container.
+    pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
+        shim::state(&record.shim_dir).await
+    }
+
+    pub fn find(
+        &self,
+        id: &str,
+    ) -> Result<Option<Arc<tokio::sync::Mutex<ContainerRecord>>>, Status> {
+        self.store
+            .find(id)
+            .map_err(|err| Status::invalid_argument(err.to_string()))
+    }
+
+    /// A container's record, or NotFound naming the id.
+    pub async fn get(&self, id: &str) -> Result<ContainerRecord, Status> {
+        let handle = self
+            .find(id)?
+            .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))?;
+        let record = handle.lock().await.clone();
+        Ok(record)
+    }
+
+    /// Every container of a sandbox.
+    pub async fn of_sandbox(&self, sandbox_id: &str) -> Vec<ContainerRecord> {
+        let mut records = Vec::new();
+        for handle in self.store.all() {
+            let record = handle.lock().await.clone();
+            if record.sandbox_id == sandbox_id {
+                records.push(record);
+            }
+        }
+        records
+    }
+}
+
+async fn is_running(record: &ContainerRecord) -> bool {
+    matches!(shim::state(&record.shim_dir).await, Some(state) if state.status == ShimStatus::Running)
+}
+
+async fn wait_stopped(record: &ContainerRecord, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if !is_running(record).await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads a small file of the image without following a symlink out of the
+/// rootfs: a symlinked `/etc` or `/etc/passwd` is treated as absent.
+fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
+    let mut path = rootfs.to_path_buf();
+    for part in relative.split('/') {
+        path.push(part);
+        if std::fs::symlink_metadata(&path)
+            .ok()?
+            .file_type()
+            .is_symlink()
+        {
+            return None;
+        }
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+fn own_oom_score_adj() -> i32 {
+    std::fs::read_to_string("/proc/self/oom_score_adj")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn spec_status(err: berth_spec::SpecError) -> Status {
+    Status::invalid_argument(err.to_string())
+}
+
+fn internal(what: &str, err: &dyn std::fmt::Display) -> Status {
+    Status::internal(format!("{what}: {err}"))
+}

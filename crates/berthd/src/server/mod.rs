@@ -2,6 +2,9 @@
 //! family lives in its own file; `runtime_service.rs` and `image_service.rs`
 //! only route the generated traits to them.
 
+mod container_exec;
+mod container_run;
+mod container_status;
 mod image_fs_info;
 mod image_pull;
 mod image_remove;
@@ -20,6 +23,7 @@ use std::sync::Arc;
 
 use berth_image::pull::ImagePuller;
 
+use crate::container::ContainerManager;
 use crate::sandbox::SandboxManager;
 use tonic::Status;
 
@@ -35,6 +39,8 @@ pub struct RuntimeContext {
     pub images: Arc<ImagePuller>,
     /// Pod sandboxes.
     pub sandboxes: Arc<SandboxManager>,
+    /// Containers.
+    pub containers: Arc<ContainerManager>,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).

@@ -79,51 +79,65 @@ impl RuntimeService for CriService {
 
     async fn create_container(
         &self,
-        _request: Request<CreateContainerRequest>,
+        request: Request<CreateContainerRequest>,
     ) -> Result<Response<CreateContainerResponse>, Status> {
-        Err(unimplemented("CreateContainer"))
+        self.serve_create_container(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn start_container(
         &self,
-        _request: Request<StartContainerRequest>,
+        request: Request<StartContainerRequest>,
     ) -> Result<Response<StartContainerResponse>, Status> {
-        Err(unimplemented("StartContainer"))
+        self.serve_start_container(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stop_container(
         &self,
-        _request: Request<StopContainerRequest>,
+        request: Request<StopContainerRequest>,
     ) -> Result<Response<StopContainerResponse>, Status> {
-        Err(unimplemented("StopContainer"))
+        self.serve_stop_container(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn remove_container(
         &self,
-        _request: Request<RemoveContainerRequest>,
+        request: Request<RemoveContainerRequest>,
     ) -> Result<Response<RemoveContainerResponse>, Status> {
-        Err(unimplemented("RemoveContainer"))
+        self.serve_remove_container(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_containers(
         &self,
-        _request: Request<ListContainersRequest>,
+        request: Request<ListContainersRequest>,
     ) -> Result<Response<ListContainersResponse>, Status> {
-        Err(unimplemented("ListContainers"))
+        self.serve_list_containers(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stream_containers(
         &self,
-        _request: Request<StreamContainersRequest>,
+        request: Request<StreamContainersRequest>,
     ) -> Result<Response<Self::StreamContainersStream>, Status> {
-        Err(unimplemented("StreamContainers"))
+        self.serve_stream_containers(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn container_status(
         &self,
-        _request: Request<ContainerStatusRequest>,
+        request: Request<ContainerStatusRequest>,
     ) -> Result<Response<ContainerStatusResponse>, Status> {
-        Err(unimplemented("ContainerStatus"))
+        self.serve_container_status(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn update_container_resources(
@@ -135,16 +149,20 @@ impl RuntimeService for CriService {
 
     async fn reopen_container_log(
         &self,
-        _request: Request<ReopenContainerLogRequest>,
+        request: Request<ReopenContainerLogRequest>,
     ) -> Result<Response<ReopenContainerLogResponse>, Status> {
-        Err(unimplemented("ReopenContainerLog"))
+        self.serve_reopen_container_log(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn exec_sync(
         &self,
-        _request: Request<ExecSyncRequest>,
+        request: Request<ExecSyncRequest>,
     ) -> Result<Response<ExecSyncResponse>, Status> {
-        Err(unimplemented("ExecSync"))
+        self.serve_exec_sync(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn exec(&self, _request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {

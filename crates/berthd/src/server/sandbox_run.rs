@@ -30,6 +30,11 @@ impl CriService {
         request: StopPodSandboxRequest,
     ) -> Result<StopPodSandboxResponse, Status> {
         require_id(&request.pod_sandbox_id)?;
+        // CRI: stopping a sandbox force-stops its containers (kubelet has
+        // already stopped them gracefully).
+        for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
+            self.context().containers.stop(&container, 0).await?;
+        }
         self.context()
             .sandboxes
             .stop(&request.pod_sandbox_id)
@@ -42,11 +47,30 @@ impl CriService {
         request: RemovePodSandboxRequest,
     ) -> Result<RemovePodSandboxResponse, Status> {
         require_id(&request.pod_sandbox_id)?;
+        for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
+            self.context().containers.remove(&container).await?;
+        }
         self.context()
             .sandboxes
             .remove(&request.pod_sandbox_id)
             .await?;
         Ok(RemovePodSandboxResponse {})
+    }
+
+    /// Ids of the containers in the sandbox `id` names (none if unknown).
+    async fn sandbox_containers(&self, id: &str) -> Result<Vec<String>, Status> {
+        let Some(handle) = self.context().sandboxes.find(id)? else {
+            return Ok(Vec::new());
+        };
+        let sandbox_id = handle.lock().await.id.clone();
+        Ok(self
+            .context()
+            .containers
+            .of_sandbox(&sandbox_id)
+            .await
+            .into_iter()
+            .map(|record| record.id)
+            .collect())
     }
 }
 

@@ -1,0 +1,125 @@
+//! Talking to a container's berth-shim: starting it (fork+exec, never a
+//! fork of berthd itself) and calling it over its socket.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_shim::files::ShimFiles;
+use berth_shim::protocol::{ExitRecord, Ready, Request, Response, StateInfo, Status as ShimStatus};
+use tokio::io::AsyncReadExt;
+use tonic::Status;
+
+/// How long a shim may take to create its container.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long one control call may take (exec has its own timeout on top).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a shim needs to create one container.
+pub struct ShimLaunch<'a> {
+    pub binary: &'a Path,
+    pub id: &'a str,
+    pub bundle: &'a Path,
+    pub state_root: &'a Path,
+    pub dir: &'a Path,
+    pub log: Option<&'a Path>,
+    pub tty: bool,
+}
+
+/// Starts a shim and waits until it reports the container created. Returns
+/// the container's init pid.
+pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, Status> {
+    let mut command = tokio::process::Command::new(launch.binary);
+    command
+        .arg("--id")
+        .arg(launch.id)
+        .arg("--bundle")
+        .arg(launch.bundle)
+        .arg("--state-root")
+        .arg(launch.state_root)
+        .arg("--dir")
+        .arg(launch.dir);
+    if let Some(log) = launch.log {
+        command.arg("--log").arg(log);
+    }
+    if launch.tty {
+        command.arg("--tty");
+    }
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(false);
+    let mut child = command.spawn().map_err(|err| {
+        Status::internal(format!("cannot start {}: {err}", launch.binary.display()))
+    })?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| Status::internal("shim stdout missing"))?;
+    let mut answer = String::new();
+    let read = tokio::time::timeout(CREATE_TIMEOUT, stdout.read_to_string(&mut answer)).await;
+    // The shim detaches (its own session); the process berthd started exits
+    // once the handshake is written, and is reaped here.
+    let _ = child.wait().await;
+    match read {
+        Err(_) => {
+            return Err(Status::deadline_exceeded(format!(
+                "container {} was not created within {CREATE_TIMEOUT:?}",
+                launch.id
+            )))
+        }
+        Ok(Err(err)) => return Err(Status::internal(format!("reading shim handshake: {err}"))),
+        Ok(Ok(_)) => {}
+    }
+    let ready: Ready = serde_json::from_str(answer.trim())
+        .map_err(|err| Status::internal(format!("shim handshake {answer:?}: {err}")))?;
+    match (ready.ok, ready.pid) {
+        (true, Some(pid)) => Ok(pid),
+        _ => Err(Status::unknown(format!(
+            "creating container {}: {}",
+            launch.id,
+            ready
+                .error
+                .unwrap_or_else(|| "shim gave no reason".to_string())
+        ))),
+    }
+}
+
+/// One call to the shim of `dir`, on a blocking thread.
+pub async fn call(
+    dir: &Path,
+    request: Request,
+    extra: Duration,
+) -> Result<Response, std::io::Error> {
+    let socket = ShimFiles::new(dir.to_path_buf()).socket();
+    tokio::task::spawn_blocking(move || {
+        berth_shim::client::call(&socket, &request, Some(CALL_TIMEOUT + extra))
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// The container's state: from the live shim, else from its exit file.
+pub async fn state(dir: &Path) -> Option<StateInfo> {
+    match call(dir, Request::State, Duration::ZERO).await {
+        Ok(Response::State(state)) => Some(state),
+        _ => exit_state(dir),
+    }
+}
+
+/// The state a shim left in its exit file, for a shim that is gone.
+fn exit_state(dir: &Path) -> Option<StateInfo> {
+    let path: PathBuf = ShimFiles::new(dir.to_path_buf()).exit();
+    let bytes = std::fs::read(path).ok()?;
+    let exit: ExitRecord = serde_json::from_slice(&bytes).ok()?;
+    Some(StateInfo {
+        id: String::new(),
+        status: ShimStatus::Stopped,
+        pid: 0,
+        created_at: String::new(),
+        started_at: None,
+        exit_code: Some(exit.exit_code),
+        exited_at: Some(exit.exited_at),
+        oom_killed: exit.oom_killed,
+    })
+}

@@ -1,0 +1,68 @@
+//! What berthd keeps per container, in `<state_dir>/containers/<id>/container.json`.
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use cri_api::v1::ContainerConfig;
+use prost::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::state_store::{Record, RecordStore};
+
+/// Everything berthd keeps about one container. Its live state (running,
+/// exited, exit code) comes from its shim and the shim's exit file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainerRecord {
+    pub id: String,
+    /// `name_sandboxname_sandboxnamespace_sandboxuid_attempt`.
+    pub name_key: String,
+    pub sandbox_id: String,
+    pub created_at: i64,
+    /// The `ContainerConfig` as received, protobuf-encoded then base64.
+    pub config: String,
+    /// The image id (config digest) and the reference the client used.
+    pub image_id: String,
+    pub image_ref: String,
+    pub log_path: Option<PathBuf>,
+    /// The OCI bundle: config.json and the mounted rootfs.
+    pub bundle: PathBuf,
+    /// Upper and work dirs of the rootfs overlay.
+    pub layer_dir: PathBuf,
+    /// The shim's files: socket, pid, exit status.
+    pub shim_dir: PathBuf,
+    pub cgroups_path: String,
+    /// The container's init pid as the shim reported it at creation.
+    pub pid: i32,
+    /// Signal StopContainer sends first (the image's STOPSIGNAL, else SIGTERM).
+    pub stop_signal: i32,
+}
+
+impl ContainerRecord {
+    pub fn decode_config(&self) -> ContainerConfig {
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.config)
+            .ok()
+            .and_then(|bytes| ContainerConfig::decode(bytes.as_slice()).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn encode_config(config: &ContainerConfig) -> String {
+        base64::engine::general_purpose::STANDARD.encode(config.encode_to_vec())
+    }
+}
+
+impl Record for ContainerRecord {
+    const KIND: &'static str = "container";
+    const FILE: &'static str = "container.json";
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn name_key(&self) -> &str {
+        &self.name_key
+    }
+}
+
+/// All containers.
+pub type ContainerStore = RecordStore<ContainerRecord>;

@@ -1,0 +1,49 @@
+//! `ExecSync` and `ReopenContainerLog`.
+
+use cri_api::v1::{
+    ExecSyncRequest, ExecSyncResponse, ReopenContainerLogRequest, ReopenContainerLogResponse,
+};
+use tonic::Status;
+
+use super::CriService;
+
+impl CriService {
+    pub(super) async fn serve_exec_sync(
+        &self,
+        request: ExecSyncRequest,
+    ) -> Result<ExecSyncResponse, Status> {
+        if request.container_id.is_empty() {
+            return Err(Status::invalid_argument("container_id is required"));
+        }
+        let result = self
+            .context()
+            .containers
+            .exec_sync(&request.container_id, request.cmd, request.timeout)
+            .await?;
+        if result.timed_out {
+            return Err(Status::deadline_exceeded(format!(
+                "command timed out after {} s",
+                request.timeout
+            )));
+        }
+        Ok(ExecSyncResponse {
+            stdout: result.stdout,
+            stderr: result.stderr,
+            exit_code: result.exit_code,
+        })
+    }
+
+    pub(super) async fn serve_reopen_container_log(
+        &self,
+        request: ReopenContainerLogRequest,
+    ) -> Result<ReopenContainerLogResponse, Status> {
+        if request.container_id.is_empty() {
+            return Err(Status::invalid_argument("container_id is required"));
+        }
+        self.context()
+            .containers
+            .reopen_log(&request.container_id)
+            .await?;
+        Ok(ReopenContainerLogResponse {})
+    }
+}

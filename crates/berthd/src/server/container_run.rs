@@ -1,0 +1,73 @@
+//! `CreateContainer`, `StartContainer`, `StopContainer`, `RemoveContainer`.
+
+use cri_api::v1::{
+    CreateContainerRequest, CreateContainerResponse, RemoveContainerRequest,
+    RemoveContainerResponse, StartContainerRequest, StartContainerResponse, StopContainerRequest,
+    StopContainerResponse,
+};
+use tonic::Status;
+
+use super::CriService;
+
+impl CriService {
+    pub(super) async fn serve_create_container(
+        &self,
+        request: CreateContainerRequest,
+    ) -> Result<CreateContainerResponse, Status> {
+        if request.pod_sandbox_id.is_empty() {
+            return Err(Status::invalid_argument("pod_sandbox_id is required"));
+        }
+        let config = request
+            .config
+            .ok_or_else(|| Status::invalid_argument("config is required"))?;
+        let container_id = self
+            .context()
+            .containers
+            .create(&request.pod_sandbox_id, config)
+            .await?;
+        Ok(CreateContainerResponse { container_id })
+    }
+
+    pub(super) async fn serve_start_container(
+        &self,
+        request: StartContainerRequest,
+    ) -> Result<StartContainerResponse, Status> {
+        require_id(&request.container_id)?;
+        self.context()
+            .containers
+            .start(&request.container_id)
+            .await?;
+        Ok(StartContainerResponse {})
+    }
+
+    pub(super) async fn serve_stop_container(
+        &self,
+        request: StopContainerRequest,
+    ) -> Result<StopContainerResponse, Status> {
+        require_id(&request.container_id)?;
+        self.context()
+            .containers
+            .stop(&request.container_id, request.timeout)
+            .await?;
+        Ok(StopContainerResponse {})
+    }
+
+    pub(super) async fn serve_remove_container(
+        &self,
+        request: RemoveContainerRequest,
+    ) -> Result<RemoveContainerResponse, Status> {
+        require_id(&request.container_id)?;
+        self.context()
+            .containers
+            .remove(&request.container_id)
+            .await?;
+        Ok(RemoveContainerResponse {})
+    }
+}
+
+fn require_id(id: &str) -> Result<(), Status> {
+    if id.is_empty() {
+        return Err(Status::invalid_argument("container_id is required"));
+    }
+    Ok(())
+}

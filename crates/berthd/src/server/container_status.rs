@@ -1,0 +1,236 @@
+//! `ContainerStatus`, `ListContainers` and `StreamContainers`.
+
+use berth_shim::protocol::{StateInfo, Status as ShimStatus};
+use cri_api::v1::{
+    Container, ContainerFilter, ContainerState, ContainerStatus, ContainerStatusRequest,
+    ContainerStatusResponse, ImageSpec, ListContainersRequest, ListContainersResponse,
+    StreamContainersRequest, StreamContainersResponse,
+};
+use tonic::Status;
+
+use super::{CriService, ResponseStream};
+use crate::container::store::ContainerRecord;
+use crate::sandbox::labels_match;
+
+/// Containers per `StreamContainers` message.
+const CONTAINERS_PER_MESSAGE: usize = 500;
+
+impl CriService {
+    pub(super) async fn serve_container_status(
+        &self,
+        request: ContainerStatusRequest,
+    ) -> Result<ContainerStatusResponse, Status> {
+        let containers = &self.context().containers;
+        let record = containers.get(&request.container_id).await?;
+        let state = containers.state(&record).await;
+        let mut info = std::collections::HashMap::new();
+        if request.verbose {
+            let verbose = serde_json::json!({
+                "pid": state.as_ref().map(|state| state.pid).unwrap_or(record.pid),
+                "sandboxID": record.sandbox_id,
+                "bundle": record.bundle,
+                "cgroupsPath": record.cgroups_path,
+                "shimDir": record.shim_dir,
+            });
+            info.insert("info".to_string(), verbose.to_string());
+        }
+        Ok(ContainerStatusResponse {
+            status: Some(to_status(&record, state.as_ref())),
+            info,
+        })
+    }
+
+    pub(super) async fn serve_list_containers(
+        &self,
+        request: ListContainersRequest,
+    ) -> Result<ListContainersResponse, Status> {
+        Ok(ListContainersResponse {
+            containers: self.filtered_containers(request.filter).await,
+        })
+    }
+
+    pub(super) async fn serve_stream_containers(
+        &self,
+        request: StreamContainersRequest,
+    ) -> Result<ResponseStream<StreamContainersResponse>, Status> {
+        let containers = self.filtered_containers(request.filter).await;
+        let chunks: Vec<Result<StreamContainersResponse, Status>> = containers
+            .chunks(CONTAINERS_PER_MESSAGE)
+            .map(|chunk| {
+                Ok(StreamContainersResponse {
+                    containers: chunk.to_vec(),
+                })
+            })
+            .collect();
+        Ok(Box::pin(tokio_stream::iter(chunks)))
+    }
+
+    async fn filtered_containers(&self, filter: Option<ContainerFilter>) -> Vec<Container> {
+        let filter = filter.unwrap_or_default();
+        let containers = &self.context().containers;
+        let mut items = Vec::new();
+        for handle in containers.store.all() {
+            let record = handle.lock().await.clone();
+            if !filter.id.is_empty() && !record.id.starts_with(&filter.id) {
+                continue;
+            }
+            if !filter.pod_sandbox_id.is_empty()
+                && !record.sandbox_id.starts_with(&filter.pod_sandbox_id)
+            {
+                continue;
+            }
+            let config = record.decode_config();
+            if !labels_match(&config.labels, &filter.label_selector) {
+                continue;
+            }
+            let state = cri_state(containers.state(&record).await.as_ref());
+            if let Some(wanted) = &filter.state {
+                if wanted.state() != state {
+                    continue;
+                }
+            }
+            items.push(Container {
+                id: record.id.clone(),
+                pod_sandbox_id: record.sandbox_id.clone(),
+                metadata: config.metadata.clone(),
+                image: Some(image_spec(&record)),
+                image_ref: record.image_id.clone(),
+                state: state as i32,
+                created_at: record.created_at,
+                labels: config.labels.clone(),
+                annotations: config.annotations.clone(),
+                image_id: record.image_id.clone(),
+            });
+        }
+        items.sort_by_key(|item| std::cmp::Reverse(item.created_at));
+        items
+    }
+}
+
+fn image_spec(record: &ContainerRecord) -> ImageSpec {
+    ImageSpec {
+        image: record.image_ref.clone(),
+        user_specified_image: record.image_ref.clone(),
+        ..Default::default()
+    }
+}
+
+/// The CRI state for what the shim says (no shim at all: unknown).
+fn cri_state(state: Option<&StateInfo>) -> ContainerState {
+    match state.map(|state| state.status) {
+        Some(ShimStatus::Created) => ContainerState::ContainerCreated,
+        Some(ShimStatus::Running) => ContainerState::ContainerRunning,
+        Some(ShimStatus::Stopped) => ContainerState::ContainerExited,
+        None => ContainerState::ContainerUnknown,
+    }
+}
+
+fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerStatus {
+    let config = record.decode_config();
+    let cri = cri_state(state);
+    let exit_code = state.and_then(|state| state.exit_code).unwrap_or(0);
+    let oom = state.is_some_and(|state| state.oom_killed);
+    let reason = match cri {
+        ContainerState::ContainerExited if oom => "OOMKilled",
+        ContainerState::ContainerExited if exit_code == 0 => "Completed",
+        ContainerState::ContainerExited => "Error",
+        _ => "",
+    };
+    ContainerStatus {
+        id: record.id.clone(),
+        metadata: config.metadata.clone(),
+        state: cri as i32,
+        created_at: record.created_at,
+        started_at: state
+            .and_then(|state| state.started_at.as_deref())
+            .and_then(rfc3339_nanos)
+            .unwrap_or(0),
+        finished_at: state
+            .and_then(|state| state.exited_at.as_deref())
+            .and_then(rfc3339_nanos)
+            .unwrap_or(0),
+        exit_code,
+        image: Some(image_spec(record)),
+        image_ref: record.image_id.clone(),
+        reason: reason.to_string(),
+        message: String::new(),
+        labels: config.labels.clone(),
+        annotations: config.annotations.clone(),
+        mounts: config.mounts.clone(),
+        log_path: record
+            .log_path
+            .as_ref()
+            .map(|path| path.display().to_string())
+            .unwrap_or_default(),
+        resources: None,
+        image_id: record.image_id.clone(),
+        user: None,
+        stop_signal: 0,
+    }
+}
+
+/// `2016-10-06T00:17:09.669794202Z` as nanoseconds since the epoch (UTC only,
+/// as the shim writes it).
+fn rfc3339_nanos(text: &str) -> Option<i64> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut date_parts = date.split('-').map(|part| part.parse::<i64>());
+    let (year, month, day) = (
+        date_parts.next()?.ok()?,
+        date_parts.next()?.ok()?,
+        date_parts.next()?.ok()?,
+    );
+    let (clock, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let mut clock_parts = clock.split(':').map(|part| part.parse::<i64>());
+    let (hour, minute, second) = (
+        clock_parts.next()?.ok()?,
+        clock_parts.next()?.ok()?,
+        clock_parts.next()?.ok()?,
+    );
+    let digits: String = fraction.chars().take(9).collect();
+    let nanos = format!("{digits:0<9}").parse::<i64>().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hour) * 60 + minute) * 60 * 1_000_000_000 + second * 1_000_000_000 + nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_shim_timestamps() {
+        assert_eq!(rfc3339_nanos("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(rfc3339_nanos("1970-01-01T00:00:01.5Z"), Some(1_500_000_000));
+        assert_eq!(
+            rfc3339_nanos("2016-10-06T00:17:09.669794202Z"),
+            Some(1_475_713_029_669_794_202)
+        );
+        assert_eq!(rfc3339_nanos("2016-10-06 00:17:09"), None);
+    }
+
+    #[test]
+    fn exited_reasons() {
+        let state = |code: i32, oom: bool| StateInfo {
+            id: String::new(),
+            status: ShimStatus::Stopped,
+            pid: 0,
+            created_at: String::new(),
+            started_at: None,
+            exit_code: Some(code),
+            exited_at: None,
+            oom_killed: oom,
+        };
+        assert_eq!(
+            cri_state(Some(&state(0, false))),
+            ContainerState::ContainerExited
+        );
+        assert_eq!(cri_state(None), ContainerState::ContainerUnknown);
+    }
+}
