@@ -83,6 +83,65 @@ pub const ALL_CAPABILITIES: [Capability; 41] = [
     Capability::WakeAlarm,
 ];
 
+/// Capability names in kernel numbering order (`CAP_CHOWN` is 0).
+const KERNEL_ORDER: [&str; 41] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// "Every capability" for a privileged container or `add: [ALL]`: those the
+/// runtime itself holds (`host_mask`, its bounding set as a bit mask), as
+/// containerd's WithAllCurrentCapabilities does. A capability the runtime
+/// lacks cannot be granted: asking for it makes container creation fail
+/// (here root lacks CAP_SYS_RESOURCE).
+pub fn all_capabilities(host_mask: u64) -> Capabilities {
+    KERNEL_ORDER
+        .iter()
+        .enumerate()
+        .filter(|(bit, _)| host_mask & (1u64 << bit) != 0)
+        .filter_map(|(_, name)| Capability::from_str(name).ok())
+        .collect()
+}
+
 /// A capability from its Kubernetes name: `NET_ADMIN`, `CAP_NET_ADMIN` or
 /// `net_admin`.
 pub fn parse_capability(name: &str) -> Result<Capability, SpecError> {
@@ -94,9 +153,10 @@ pub fn parse_capability(name: &str) -> Result<Capability, SpecError> {
 /// The capability set (bounding = effective = permitted) of a container.
 pub fn capability_set(
     security: Option<&LinuxContainerSecurityContext>,
+    host_mask: u64,
 ) -> Result<Capabilities, SpecError> {
     if security.is_some_and(|s| s.privileged) {
-        return Ok(ALL_CAPABILITIES.into_iter().collect());
+        return Ok(all_capabilities(host_mask));
     }
     let mut set: Capabilities = DEFAULT_CAPABILITIES.into_iter().collect();
     let Some(changes) = security.and_then(|s| s.capabilities.as_ref()) else {
@@ -104,7 +164,7 @@ pub fn capability_set(
     };
     let is_all = |name: &String| name.eq_ignore_ascii_case("ALL");
     if changes.add_capabilities.iter().any(is_all) {
-        set = ALL_CAPABILITIES.into_iter().collect();
+        set = all_capabilities(host_mask);
     }
     if changes.drop_capabilities.iter().any(is_all) {
         set.clear();
@@ -124,8 +184,9 @@ pub fn capability_set(
 /// The OCI capabilities of the container's process (see the module docs).
 pub fn process_capabilities(
     security: Option<&LinuxContainerSecurityContext>,
+    host_mask: u64,
 ) -> Result<LinuxCapabilities, SpecError> {
-    let set = capability_set(security)?;
+    let set = capability_set(security, host_mask)?;
     let mut ambient = Capabilities::new();
     if let Some(changes) = security.and_then(|s| s.capabilities.as_ref()) {
         for name in &changes.add_ambient_capabilities {
@@ -167,6 +228,23 @@ mod tests {
     }
 
     #[test]
+    fn all_means_what_the_runtime_holds() {
+        assert_eq!(all_capabilities(u64::MAX).len(), 41);
+        let without_sys_resource = !(1u64 << 24);
+        let all = all_capabilities(without_sys_resource);
+        assert_eq!(all.len(), 40);
+        assert!(!all.contains(&Capability::SysResource));
+        assert!(all.contains(&Capability::Chown) && all.contains(&Capability::CheckpointRestore));
+        let privileged = LinuxContainerSecurityContext {
+            privileged: true,
+            ..Default::default()
+        };
+        assert!(!capability_set(Some(&privileged), without_sys_resource)
+            .unwrap()
+            .contains(&Capability::SysResource));
+    }
+
+    #[test]
     fn names_parse_with_or_without_prefix_in_any_case() {
         for name in ["NET_ADMIN", "CAP_NET_ADMIN", "net_admin", "Cap_Net_Admin"] {
             assert_eq!(
@@ -182,17 +260,20 @@ mod tests {
 
     #[test]
     fn no_changes_give_the_default_set() {
-        assert_eq!(capability_set(None).unwrap(), set(&DEFAULT_CAPABILITIES));
+        assert_eq!(
+            capability_set(None, u64::MAX).unwrap(),
+            set(&DEFAULT_CAPABILITIES)
+        );
         let empty = LinuxContainerSecurityContext::default();
         assert_eq!(
-            capability_set(Some(&empty)).unwrap(),
+            capability_set(Some(&empty), u64::MAX).unwrap(),
             set(&DEFAULT_CAPABILITIES)
         );
     }
 
     #[test]
     fn add_and_drop_change_the_default_set() {
-        let got = capability_set(Some(&context(&["SYS_ADMIN"], &["CHOWN"]))).unwrap();
+        let got = capability_set(Some(&context(&["SYS_ADMIN"], &["CHOWN"])), u64::MAX).unwrap();
         assert!(got.contains(&Capability::SysAdmin));
         assert!(!got.contains(&Capability::Chown));
         assert_eq!(got.len(), DEFAULT_CAPABILITIES.len());
@@ -200,14 +281,14 @@ mod tests {
 
     #[test]
     fn add_all_then_drop_one() {
-        let got = capability_set(Some(&context(&["ALL"], &["CHOWN"]))).unwrap();
+        let got = capability_set(Some(&context(&["ALL"], &["CHOWN"])), u64::MAX).unwrap();
         assert_eq!(got.len(), ALL_CAPABILITIES.len() - 1);
         assert!(!got.contains(&Capability::Chown));
     }
 
     #[test]
     fn drop_all_then_add_one() {
-        let got = capability_set(Some(&context(&["chown"], &["all"]))).unwrap();
+        let got = capability_set(Some(&context(&["chown"], &["all"])), u64::MAX).unwrap();
         assert_eq!(got, set(&[Capability::Chown]));
     }
 
@@ -215,18 +296,18 @@ mod tests {
     fn privileged_gets_everything_whatever_it_drops() {
         let mut sc = context(&[], &["ALL"]);
         sc.privileged = true;
-        assert_eq!(capability_set(Some(&sc)).unwrap().len(), 41);
+        assert_eq!(capability_set(Some(&sc), u64::MAX).unwrap().len(), 41);
     }
 
     #[test]
     fn unknown_names_are_errors() {
-        assert!(capability_set(Some(&context(&["BOGUS"], &[]))).is_err());
-        assert!(capability_set(Some(&context(&[], &["BOGUS"]))).is_err());
+        assert!(capability_set(Some(&context(&["BOGUS"], &[])), u64::MAX).is_err());
+        assert!(capability_set(Some(&context(&[], &["BOGUS"])), u64::MAX).is_err());
     }
 
     #[test]
     fn process_capabilities_fill_the_sets() {
-        let caps = process_capabilities(None).unwrap();
+        let caps = process_capabilities(None, u64::MAX).unwrap();
         let defaults = Some(set(&DEFAULT_CAPABILITIES));
         assert_eq!(caps.bounding(), &defaults);
         assert_eq!(caps.effective(), &defaults);
@@ -241,7 +322,7 @@ mod tests {
         if let Some(changes) = sc.capabilities.as_mut() {
             changes.add_ambient_capabilities = vec!["NET_ADMIN".into()];
         }
-        let caps = process_capabilities(Some(&sc)).unwrap();
+        let caps = process_capabilities(Some(&sc), u64::MAX).unwrap();
         for which in [
             caps.bounding(),
             caps.permitted(),

@@ -55,6 +55,11 @@ pub trait HostLookup {
     fn read_profile(&self, path: &Path) -> io::Result<String>;
     /// The node's hostname, for `HOSTNAME` when the pod sets none.
     fn hostname(&self) -> io::Result<String>;
+    /// The runtime's capability bounding set as a bit mask: containers
+    /// can have no capability outside it.
+    fn capability_mask(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 /// [`HostLookup`] on the real host, reading `/proc` and `/dev`.
@@ -90,6 +95,18 @@ impl HostLookup for OsHost {
 
     fn read_profile(&self, path: &Path) -> io::Result<String> {
         std::fs::read_to_string(path)
+    }
+
+    fn capability_mask(&self) -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("CapBnd:"))
+                    .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            })
+            .unwrap_or(u64::MAX)
     }
 
     fn hostname(&self) -> io::Result<String> {

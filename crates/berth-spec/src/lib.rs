@@ -121,7 +121,7 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let resources = linux_config.and_then(|linux| linux.resources.as_ref());
 
     let settings = security::security_settings(security, inputs.sandbox_config)?;
-    let capability_set = capabilities::capability_set(security)?;
+    let capability_set = capabilities::capability_set(security, inputs.host.capability_mask())?;
     let seccomp = seccomp::container_seccomp(security, &capability_set, inputs.host)?;
     let hostname = pod_hostname(inputs);
 
@@ -139,7 +139,10 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         .set_command_line(None)
         .set_env(Some(process::process_env(config, inputs.image, &hostname)))
         .set_cwd(process::working_dir(config, inputs.image)?)
-        .set_capabilities(Some(capabilities::process_capabilities(security)?))
+        .set_capabilities(Some(capabilities::process_capabilities(
+            security,
+            inputs.host.capability_mask(),
+        )?))
         // No rlimits: the container inherits the shim's, as with containerd.
         .set_rlimits(None)
         .set_no_new_privileges(settings.no_new_privileges)
