@@ -3,8 +3,8 @@
 use berth_shim::protocol::{StateInfo, Status as ShimStatus};
 use cri_api::v1::{
     Container, ContainerFilter, ContainerState, ContainerStatus, ContainerStatusRequest,
-    ContainerStatusResponse, ImageSpec, ListContainersRequest, ListContainersResponse,
-    StreamContainersRequest, StreamContainersResponse,
+    ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser, ListContainersRequest,
+    ListContainersResponse, StreamContainersRequest, StreamContainersResponse,
 };
 use tonic::Status;
 
@@ -23,6 +23,7 @@ impl CriService {
         let containers = &self.context().containers;
         let record = containers.get(&request.container_id).await?;
         let state = containers.state(&record).await;
+        let spec = read_spec(&record);
         let mut info = std::collections::HashMap::new();
         if request.verbose {
             let verbose = serde_json::json!({
@@ -31,11 +32,14 @@ impl CriService {
                 "bundle": record.bundle,
                 "cgroupsPath": record.cgroups_path,
                 "shimDir": record.shim_dir,
+                "runtimeSpec": spec,
             });
             info.insert("info".to_string(), verbose.to_string());
         }
+        let mut status = to_status(&record, state.as_ref());
+        status.user = spec.as_ref().and_then(process_user);
         Ok(ContainerStatusResponse {
-            status: Some(to_status(&record, state.as_ref())),
+            status: Some(status),
             info,
         })
     }
@@ -105,6 +109,29 @@ impl CriService {
         items.sort_by_key(|item| std::cmp::Reverse(item.created_at));
         items
     }
+}
+
+/// The OCI spec berth wrote for the container.
+fn read_spec(record: &ContainerRecord) -> Option<serde_json::Value> {
+    let bytes = std::fs::read(record.bundle.join("config.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The user the container's process really runs as, from its spec.
+fn process_user(spec: &serde_json::Value) -> Option<ContainerUser> {
+    let user = spec.get("process")?.get("user")?;
+    let groups = user
+        .get("additionalGids")
+        .and_then(|gids| gids.as_array())
+        .map(|gids| gids.iter().filter_map(|gid| gid.as_i64()).collect())
+        .unwrap_or_default();
+    Some(ContainerUser {
+        linux: Some(LinuxContainerUser {
+            uid: user.get("uid")?.as_i64()?,
+            gid: user.get("gid")?.as_i64()?,
+            supplemental_groups: groups,
+        }),
+    })
 }
 
 fn image_spec(record: &ContainerRecord) -> ImageSpec {
@@ -213,6 +240,15 @@ mod tests {
             Some(1_475_713_029_669_794_202)
         );
         assert_eq!(rfc3339_nanos("2016-10-06 00:17:09"), None);
+    }
+
+    #[test]
+    fn user_comes_from_the_spec() {
+        let spec = serde_json::json!({"process": {"user": {"uid": 1000, "gid": 50, "additionalGids": [50, 1234]}}});
+        let user = process_user(&spec).unwrap().linux.unwrap();
+        assert_eq!((user.uid, user.gid), (1000, 50));
+        assert_eq!(user.supplemental_groups, [50, 1234]);
+        assert!(process_user(&serde_json::json!({})).is_none());
     }
 
     #[test]
