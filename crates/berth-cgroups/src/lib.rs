@@ -16,6 +16,7 @@ pub mod fake;
 pub mod manager;
 pub mod naming;
 pub mod tracker;
+pub mod update;
 
 pub use manager::{CgroupError, CgroupManager, CgroupfsManager, Layout};
 pub use naming::{
@@ -23,3 +24,4 @@ pub use naming::{
     NamingError,
 };
 pub use tracker::ParentTracker;
+pub use update::ResourceUpdate;

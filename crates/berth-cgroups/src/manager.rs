@@ -216,6 +216,21 @@ impl CgroupfsManager {
         dirs
     }
 
+    /// A cgroups-rs handle on an existing cgroup `path`.
+    pub(crate) fn load_existing(&self, path: &str) -> Result<Cgroup, CgroupError> {
+        let rel = relative_non_root(path)?;
+        // libcontainer's v1 manager makes no dir in the hybrid unified
+        // hierarchy, so one existing hierarchy is enough.
+        let dirs = self.dirs(&rel);
+        if !dirs.iter().any(|dir| dir.is_dir()) {
+            return Err(CgroupError::NotFound {
+                path: path.to_string(),
+                dir: dirs.into_iter().next().unwrap_or_default(),
+            });
+        }
+        Ok(self.load(&rel))
+    }
+
     /// A cgroups-rs handle on `rel` in the layout's hierarchy (v1 handles
     /// cover only the v1 mounts, even in the hybrid layout).
     fn load(&self, rel: &str) -> Cgroup {

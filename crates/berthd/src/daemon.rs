@@ -79,7 +79,10 @@ fn open_context(
     let lock = RootLock::acquire(&config.root_dir)?;
     let store = ImageStore::open(&layout.images())?;
     let images = Arc::new(ImagePuller::new(Arc::new(store), registry_hosts(&config)));
-    let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver)?);
+    let cgroupfs = Arc::new(
+        CgroupfsManager::new().map_err(|err| DaemonError::Startup(format!("cgroups: {err}")))?,
+    );
+    let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver, &cgroupfs)?);
     let containers = Arc::new(ContainerManager {
         store: ContainerStore::open(&config.state_dir.join("containers"))
             .map_err(|err| DaemonError::Startup(format!("containers: {err}")))?,
@@ -89,6 +92,7 @@ fn open_context(
         runtime_root: config.state_dir.join("runtime"),
         shims_dir: config.state_dir.join("shims"),
         shim: helper_binary("berth-shim"),
+        cgroups: cgroupfs,
     });
     let context = RuntimeContext {
         config,
@@ -101,11 +105,14 @@ fn open_context(
 }
 
 /// Sandbox state from earlier runs, the cgroup manager and CNI settings.
-fn open_sandboxes(config: &Config, driver: CgroupDriver) -> Result<SandboxManager, DaemonError> {
+fn open_sandboxes(
+    config: &Config,
+    driver: CgroupDriver,
+    cgroupfs: &Arc<CgroupfsManager>,
+) -> Result<SandboxManager, DaemonError> {
     let startup =
         |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
-    let cgroups: Arc<dyn CgroupManager> =
-        Arc::new(CgroupfsManager::new().map_err(|err| startup("cgroups", &err))?);
+    let cgroups: Arc<dyn CgroupManager> = cgroupfs.clone();
     let parents = ParentTracker::open(
         cgroups.clone(),
         config.state_dir.join("cgroup-parents.json"),

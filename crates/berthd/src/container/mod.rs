@@ -39,6 +39,8 @@ pub struct ContainerManager {
     /// Where each shim keeps its socket, pid and exit files.
     pub shims_dir: PathBuf,
     pub shim: PathBuf,
+    /// For resource updates of running containers.
+    pub cgroups: Arc<berth_cgroups::CgroupfsManager>,
 }
 
 /// What a failed create has to undo.
@@ -441,6 +443,35 @@ impl ContainerManager {
                 record.id
             ))),
         }
+    }
+
+    /// UpdateContainerResources: applied to the container's cgroup as sent.
+    pub async fn update_resources(
+        &self,
+        id: &str,
+        resources: &cri_api::v1::LinuxContainerResources,
+    ) -> Result<(), Status> {
+        let record = self.get(id).await?;
+        let update = berth_cgroups::ResourceUpdate {
+            cpu_shares: u64::try_from(resources.cpu_shares)
+                .ok()
+                .filter(|shares| *shares > 0),
+            cpu_quota: Some(resources.cpu_quota).filter(|quota| *quota != 0),
+            cpu_period: u64::try_from(resources.cpu_period)
+                .ok()
+                .filter(|period| *period > 0),
+            cpuset_cpus: Some(resources.cpuset_cpus.clone()).filter(|cpus| !cpus.is_empty()),
+            cpuset_mems: Some(resources.cpuset_mems.clone()).filter(|mems| !mems.is_empty()),
+            memory_limit: Some(resources.memory_limit_in_bytes).filter(|limit| *limit > 0),
+        };
+        let cgroups = self.cgroups.clone();
+        let path = record.cgroups_path.clone();
+        tokio::task::spawn_blocking(move || cgroups.update(&path, &update))
+            .await
+            .map_err(|err| Status::internal(format!("update task: {err}")))?
+            .map_err(|err| {
+                Status::failed_precondition(format!("updating container {}: {err}", record.id))
+            })
     }
 
     /// ReopenContainerLog.

@@ -1,7 +1,8 @@
-//! `ExecSync` and `ReopenContainerLog`.
+//! `ExecSync`, `UpdateContainerResources` and `ReopenContainerLog`.
 
 use cri_api::v1::{
     ExecSyncRequest, ExecSyncResponse, ReopenContainerLogRequest, ReopenContainerLogResponse,
+    UpdateContainerResourcesRequest, UpdateContainerResourcesResponse,
 };
 use tonic::Status;
 
@@ -31,6 +32,23 @@ impl CriService {
             stderr: result.stderr,
             exit_code: result.exit_code,
         })
+    }
+
+    pub(super) async fn serve_update_container_resources(
+        &self,
+        request: UpdateContainerResourcesRequest,
+    ) -> Result<UpdateContainerResourcesResponse, Status> {
+        if request.container_id.is_empty() {
+            return Err(Status::invalid_argument("container_id is required"));
+        }
+        let resources = request
+            .linux
+            .ok_or_else(|| Status::invalid_argument("linux resources are required"))?;
+        self.context()
+            .containers
+            .update_resources(&request.container_id, &resources)
+            .await?;
+        Ok(UpdateContainerResourcesResponse {})
     }
 
     pub(super) async fn serve_reopen_container_log(

@@ -142,9 +142,11 @@ impl RuntimeService for CriService {
 
     async fn update_container_resources(
         &self,
-        _request: Request<UpdateContainerResourcesRequest>,
+        request: Request<UpdateContainerResourcesRequest>,
     ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
-        Err(unimplemented("UpdateContainerResources"))
+        self.serve_update_container_resources(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn reopen_container_log(
