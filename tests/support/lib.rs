@@ -2,6 +2,7 @@
 //! temporary socket with its own state directories, and connect CRI clients
 //! to it.
 
+pub mod host;
 pub mod registry;
 
 use std::os::unix::process::ExitStatusExt;

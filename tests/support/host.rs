@@ -1,0 +1,91 @@
+//! Looking at the host from tests: mounts, cgroups, processes, logs.
+
+use std::path::{Path, PathBuf};
+
+use crate::Berthd;
+
+/// The mount points in /proc/self/mountinfo, unescaped.
+pub fn mount_points() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    text.lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape_mount(field)))
+        .collect()
+}
+
+pub fn unescape_mount(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            if let Ok(code) = u8::from_str_radix(&field[i + 1..i + 4], 8) {
+                out.push(code);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Mounts at or below `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    mount_points()
+        .into_iter()
+        .filter(|mount| mount.starts_with(dir))
+        .collect()
+}
+
+/// Every cgroup hierarchy mounted under /sys/fs/cgroup (v1 and unified).
+pub fn cgroup_hierarchies() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mut dirs = Vec::new();
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let fstype = right.split(' ').next().unwrap_or_default();
+        let Some(mount) = left.split(' ').nth(4) else {
+            continue;
+        };
+        let mount = PathBuf::from(unescape_mount(mount));
+        if (fstype == "cgroup" || fstype == "cgroup2") && mount.starts_with("/sys/fs/cgroup") {
+            dirs.push(mount);
+        }
+    }
+    assert!(!dirs.is_empty(), "no cgroup hierarchy mounted");
+    dirs
+}
+
+/// `dir` and every cgroup below it, deepest first.
+pub fn cgroup_subtree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                out.extend(cgroup_subtree(&entry.path()));
+            }
+        }
+    }
+    if dir.is_dir() {
+        out.push(dir.to_path_buf());
+    }
+    out
+}
+
+pub fn read_procs(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+pub fn log_tail(berthd: &Berthd) -> String {
+    let log = berthd.log_text();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}
