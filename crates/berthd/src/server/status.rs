@@ -30,8 +30,9 @@ impl CriService {
             info,
             runtime_handlers: runtime_handlers(&config.runtime_handlers),
             features: Some(RuntimeFeatures {
-                // Each feature turns on in the change that makes it work.
-                supplemental_groups_policy: false,
+                // Each feature turns on in the change that makes it work:
+                // berth-spec applies Merge and Strict group policies.
+                supplemental_groups_policy: true,
                 user_namespaces_host_network: false,
             }),
         }
@@ -83,7 +84,7 @@ fn runtime_handlers(configured: &[String]) -> Vec<RuntimeHandler> {
         .map(|name| RuntimeHandler {
             name,
             features: Some(RuntimeHandlerFeatures {
-                recursive_read_only_mounts: false,
+                recursive_read_only_mounts: true,
                 user_namespaces: false,
             }),
         })
