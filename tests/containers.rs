@@ -22,9 +22,9 @@ use cri_api::v1::{
     ContainerConfig, ContainerMetadata, ContainerState, ContainerStatus, ContainerStatusRequest,
     CreateContainerRequest, ExecSyncRequest, ImageSpec, KeyValue, LinuxContainerConfig,
     LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
-    ListPodSandboxRequest, NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata,
-    PullImageRequest, RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest,
-    StartContainerRequest, StopContainerRequest, StopPodSandboxRequest,
+    NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata, PullImageRequest,
+    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest,
+    StopContainerRequest, StopPodSandboxRequest,
 };
 use serde_json::json;
 use tonic::transport::Channel;
@@ -390,52 +390,6 @@ impl Harness {
             .await
             .unwrap_or_else(|status| panic!("RemovePodSandbox {id}: {status:?}"));
     }
-
-    /// Stops berthd with SIGKILL (its shims keep running) and starts a new
-    /// one on the same dirs.
-    fn kill_and_restart(&mut self, pause: Duration) {
-        let status = self.berthd.stop_with(nix::sys::signal::Signal::SIGKILL);
-        assert!(!status.success(), "berthd survived SIGKILL: {status}");
-        std::thread::sleep(pause);
-        let sandbox = std::mem::take(&mut self.berthd.sandbox);
-        let config = sandbox.config_path();
-        let restarted = Berthd::start_in(sandbox, &config);
-        // The old handle owns no process any more and a fresh empty sandbox.
-        drop(std::mem::replace(&mut self.berthd, restarted));
-    }
-
-    /// Best effort, after a failed test: remove every pod through berthd.
-    fn remove_pods_through_berthd(&self) {
-        let socket = self.berthd.sandbox.socket();
-        if !socket.exists() {
-            return;
-        }
-        let worker = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let cleanup = async {
-                    let mut client = RuntimeServiceClient::new(berth_tests::connect(&socket).await);
-                    let pods = client
-                        .list_pod_sandbox(ListPodSandboxRequest::default())
-                        .await
-                        .map(|response| response.into_inner().items)
-                        .unwrap_or_default();
-                    for pod in pods {
-                        let _ = client
-                            .remove_pod_sandbox(RemovePodSandboxRequest {
-                                pod_sandbox_id: pod.id,
-                            })
-                            .await;
-                    }
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(60), cleanup).await;
-            });
-        });
-        let _ = worker.join();
-    }
 }
 
 impl Drop for Harness {
@@ -443,7 +397,7 @@ impl Drop for Harness {
         let dir = self.berthd.sandbox.dir.path().to_path_buf();
         if std::thread::panicking() {
             eprintln!("berthd log (last lines):\n{}", log_tail(&self.berthd));
-            self.remove_pods_through_berthd();
+            self.berthd.remove_all_pods_blocking();
             // Shims berthd started for this test (they outlive berthd).
             for pid in pids_mentioning(&dir.display().to_string()) {
                 let _ = nix::sys::signal::kill(
@@ -701,7 +655,10 @@ async fn containers_survive_a_berthd_sigkill() {
         "quitter should still be sleeping"
     );
 
-    harness.kill_and_restart(Duration::from_secs(3));
+    let status = harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGKILL, Duration::from_secs(3));
+    assert!(!status.success(), "berthd survived SIGKILL: {status}");
     let ticks_at_restart = log_lines(&ticker_log)
         .iter()
         .filter(|line| line.starts_with("tick "))

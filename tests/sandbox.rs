@@ -461,54 +461,6 @@ impl Harness {
         })
         .await;
     }
-
-    /// Stops berthd with SIGTERM and starts a new one on the same dirs.
-    fn restart(&mut self) {
-        let status = self.berthd.stop_with(nix::sys::signal::Signal::SIGTERM);
-        assert!(
-            status.success(),
-            "berthd exited with {status} on SIGTERM: {}",
-            log_tail(&self.berthd)
-        );
-        let sandbox = std::mem::take(&mut self.berthd.sandbox);
-        let config = sandbox.config_path();
-        let restarted = Berthd::start_in(sandbox, &config);
-        // The old handle owns no process any more and a fresh empty sandbox.
-        drop(std::mem::replace(&mut self.berthd, restarted));
-    }
-
-    /// Best effort, after a failed test: remove every pod through berthd.
-    fn remove_pods_through_berthd(&self) {
-        let socket = self.berthd.sandbox.socket();
-        if !socket.exists() {
-            return;
-        }
-        let worker = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let cleanup = async {
-                    let mut client = RuntimeServiceClient::new(berth_tests::connect(&socket).await);
-                    let pods = client
-                        .list_pod_sandbox(ListPodSandboxRequest::default())
-                        .await
-                        .map(|response| response.into_inner().items)
-                        .unwrap_or_default();
-                    for pod in pods {
-                        let _ = client
-                            .remove_pod_sandbox(RemovePodSandboxRequest {
-                                pod_sandbox_id: pod.id,
-                            })
-                            .await;
-                    }
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(60), cleanup).await;
-            });
-        });
-        let _ = worker.join();
-    }
 }
 
 fn portmap_plugin() -> Value {
@@ -519,7 +471,7 @@ impl Drop for Harness {
     fn drop(&mut self) {
         if std::thread::panicking() {
             eprintln!("berthd log (last lines):\n{}", log_tail(&self.berthd));
-            self.remove_pods_through_berthd();
+            self.berthd.remove_all_pods_blocking();
         }
         // Whatever is left in this test's own cgroups was started for it:
         // kill it by pid, then remove the cgroups, deepest first.
@@ -1586,7 +1538,10 @@ async fn pods_survive_a_berthd_restart() {
     let infra = info["pid"].as_i64().unwrap_or_default() as i32;
     assert!(infra > 0 && is_running(infra));
 
-    harness.restart();
+    let status = harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    assert!(status.success(), "berthd exited with {status} on SIGTERM");
     assert!(is_running(infra), "infra {infra} died with berthd");
 
     let listed = harness.list(None).await;

@@ -213,6 +213,60 @@ impl Berthd {
     }
 }
 
+impl Berthd {
+    /// Stops berthd with `signal`, waits `down` (what happens meanwhile is
+    /// what a restart must find), then starts a new one on the same dirs
+    /// and config. Returns how the old one exited.
+    pub fn restart_on_same_dirs(
+        &mut self,
+        signal: nix::sys::signal::Signal,
+        down: Duration,
+    ) -> ExitStatus {
+        let status = self.stop_with(signal);
+        std::thread::sleep(down);
+        let sandbox = std::mem::take(&mut self.sandbox);
+        let config = sandbox.config_path();
+        let restarted = Berthd::start_in(sandbox, &config);
+        // The old handle owns no process any more and a fresh empty sandbox.
+        drop(std::mem::replace(self, restarted));
+        status
+    }
+
+    /// Best effort, for cleanup after a failed test: removes every pod
+    /// through berthd. Blocking, so it can run from `Drop`.
+    pub fn remove_all_pods_blocking(&self) {
+        let socket = self.sandbox.socket();
+        if !socket.exists() {
+            return;
+        }
+        let worker = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let cleanup = async {
+                    let mut client = RuntimeServiceClient::new(connect(&socket).await);
+                    let pods = client
+                        .list_pod_sandbox(cri_api::v1::ListPodSandboxRequest::default())
+                        .await
+                        .map(|response| response.into_inner().items)
+                        .unwrap_or_default();
+                    for pod in pods {
+                        let _ = client
+                            .remove_pod_sandbox(cri_api::v1::RemovePodSandboxRequest {
+                                pod_sandbox_id: pod.id,
+                            })
+                            .await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(60), cleanup).await;
+            });
+        });
+        let _ = worker.join();
+    }
+}
+
 impl Drop for Berthd {
     fn drop(&mut self) {
         if self.child.is_some() {
