@@ -4,7 +4,7 @@
 
 pub mod cgroup_driver;
 pub mod cli;
-pub mod cni_config;
+pub mod clock;
 pub mod config;
 pub mod container;
 pub mod daemon;

@@ -124,14 +124,20 @@ fn plugin_config(value: &Value) -> Result<PluginConfig, String> {
     })
 }
 
-/// The candidate configuration files of `conf_dir`, sorted by name.
+/// The candidate configuration files of `conf_dir`, sorted by name. A
+/// missing directory holds none.
 pub fn config_files(conf_dir: &Path) -> Result<Vec<PathBuf>, CniError> {
     let read_err = |err: io::Error| CniError::ReadConfDir {
         dir: conf_dir.to_path_buf(),
         source: err,
     };
+    let entries = match fs::read_dir(conf_dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(read_err(err)),
+    };
     let mut files: Vec<(OsString, PathBuf)> = Vec::new();
-    for entry in fs::read_dir(conf_dir).map_err(read_err)? {
+    for entry in entries {
         let entry = entry.map_err(read_err)?;
         let path = entry.path();
         let has_config_ext = path
@@ -154,14 +160,7 @@ pub fn config_files(conf_dir: &Path) -> Result<Vec<PathBuf>, CniError> {
 /// invalid first file is an error naming it; later files are not tried, as
 /// in libcni.
 pub fn load_network(conf_dir: &Path) -> Result<Option<NetworkConfigList>, CniError> {
-    let files = match config_files(conf_dir) {
-        Ok(files) => files,
-        Err(CniError::ReadConfDir { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-            return Ok(None)
-        }
-        Err(err) => return Err(err),
-    };
-    let Some(first) = files.into_iter().next() else {
+    let Some(first) = config_files(conf_dir)?.into_iter().next() else {
         return Ok(None);
     };
     let bytes = fs::read(&first).map_err(|err| CniError::ReadConfig {
@@ -290,6 +289,9 @@ mod tests {
         );
         fs::create_dir(dir.path().join("00-dir.conf")).unwrap();
 
+        assert!(config_files(&dir.path().join("missing"))
+            .unwrap()
+            .is_empty());
         let files = config_files(dir.path()).unwrap();
         let names: Vec<_> = files
             .iter()

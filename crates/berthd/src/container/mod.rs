@@ -24,8 +24,9 @@ use tonic::Status;
 use self::rootfs::RootfsPaths;
 use self::shim::ShimLaunch;
 use self::store::{ContainerRecord, ContainerStore};
+use crate::clock::now_nanos;
 use crate::sandbox::store::SandboxRecord;
-use crate::sandbox::{new_id, now_nanos, SandboxManager};
+use crate::sandbox::{internal, new_id, SandboxManager};
 
 /// Everything containers need from the daemon.
 pub struct ContainerManager {
@@ -207,7 +208,7 @@ impl ContainerManager {
                 etc_passwd: etc_passwd.as_deref(),
                 etc_group: etc_group.as_deref(),
                 sandbox_files: files,
-                host_oom_score_adj_floor: own_oom_score_adj(),
+                host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
                 features: CgroupFeatures::default(),
                 host: &OsHost,
             };
@@ -563,17 +564,6 @@ fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
-fn own_oom_score_adj() -> i32 {
-    std::fs::read_to_string("/proc/self/oom_score_adj")
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 fn spec_status(err: berth_spec::SpecError) -> Status {
     Status::invalid_argument(err.to_string())
-}
-
-fn internal(what: &str, err: &dyn std::fmt::Display) -> Status {
-    Status::internal(format!("{what}: {err}"))
 }

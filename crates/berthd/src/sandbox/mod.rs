@@ -17,6 +17,7 @@ use tonic::Status;
 
 use self::namespaces::PinRequest;
 use self::store::{SandboxRecord, SandboxState, SandboxStore};
+use crate::clock::now_nanos;
 
 /// kubelet gives sandboxes this oom_score_adj (containerd's value); it is
 /// clamped to what berthd itself has, as the host may not allow lower.
@@ -494,7 +495,8 @@ fn write_dns_files(
     Ok(())
 }
 
-fn internal(what: &str, err: &dyn std::fmt::Display) -> Status {
+/// An Internal error saying what failed and why.
+pub(crate) fn internal(what: &str, err: &dyn std::fmt::Display) -> Status {
     Status::internal(format!("{what}: {err}"))
 }
 
@@ -506,13 +508,6 @@ pub fn new_id() -> String {
         let _ = urandom.read_exact(&mut bytes);
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub fn now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }
 
 /// Label selector match: every selector pair must be among the labels.

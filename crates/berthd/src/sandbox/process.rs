@@ -58,14 +58,18 @@ pub async fn kill_and_wait(process: &InfraProcess) {
 /// would refuse a lower one (root here lacks CAP_SYS_RESOURCE), as
 /// containerd's restrict_oom_score_adj does.
 pub fn clamp_oom_score_adj(pid: i32, wanted: i32) {
-    let own = std::fs::read_to_string("/proc/self/oom_score_adj")
-        .ok()
-        .and_then(|text| text.trim().parse::<i32>().ok())
-        .unwrap_or(0);
-    let value = clamp(wanted, own);
+    let value = clamp(wanted, own_oom_score_adj());
     if let Err(err) = std::fs::write(format!("/proc/{pid}/oom_score_adj"), value.to_string()) {
         tracing::warn!(pid, value, error = %err, "set oom_score_adj");
     }
+}
+
+/// berthd's own oom_score_adj: the lowest this host lets it give others.
+pub fn own_oom_score_adj() -> i32 {
+    std::fs::read_to_string("/proc/self/oom_score_adj")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Never below berthd's own score: lowering it needs CAP_SYS_RESOURCE.

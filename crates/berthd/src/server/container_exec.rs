@@ -6,16 +6,14 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::CriService;
+use super::{require, CriService};
 
 impl CriService {
     pub(super) async fn serve_exec_sync(
         &self,
         request: ExecSyncRequest,
     ) -> Result<ExecSyncResponse, Status> {
-        if request.container_id.is_empty() {
-            return Err(Status::invalid_argument("container_id is required"));
-        }
+        require("container_id", &request.container_id)?;
         let result = self
             .context()
             .containers
@@ -38,9 +36,7 @@ impl CriService {
         &self,
         request: UpdateContainerResourcesRequest,
     ) -> Result<UpdateContainerResourcesResponse, Status> {
-        if request.container_id.is_empty() {
-            return Err(Status::invalid_argument("container_id is required"));
-        }
+        require("container_id", &request.container_id)?;
         let resources = request
             .linux
             .ok_or_else(|| Status::invalid_argument("linux resources are required"))?;
@@ -55,9 +51,7 @@ impl CriService {
         &self,
         request: ReopenContainerLogRequest,
     ) -> Result<ReopenContainerLogResponse, Status> {
-        if request.container_id.is_empty() {
-            return Err(Status::invalid_argument("container_id is required"));
-        }
+        require("container_id", &request.container_id)?;
         self.context()
             .containers
             .reopen_log(&request.container_id)

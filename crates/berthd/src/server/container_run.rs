@@ -7,16 +7,14 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::CriService;
+use super::{require, CriService};
 
 impl CriService {
     pub(super) async fn serve_create_container(
         &self,
         request: CreateContainerRequest,
     ) -> Result<CreateContainerResponse, Status> {
-        if request.pod_sandbox_id.is_empty() {
-            return Err(Status::invalid_argument("pod_sandbox_id is required"));
-        }
+        require("pod_sandbox_id", &request.pod_sandbox_id)?;
         let config = request
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
@@ -32,7 +30,7 @@ impl CriService {
         &self,
         request: StartContainerRequest,
     ) -> Result<StartContainerResponse, Status> {
-        require_id(&request.container_id)?;
+        require("container_id", &request.container_id)?;
         self.context()
             .containers
             .start(&request.container_id)
@@ -44,7 +42,7 @@ impl CriService {
         &self,
         request: StopContainerRequest,
     ) -> Result<StopContainerResponse, Status> {
-        require_id(&request.container_id)?;
+        require("container_id", &request.container_id)?;
         self.context()
             .containers
             .stop(&request.container_id, request.timeout)
@@ -56,18 +54,11 @@ impl CriService {
         &self,
         request: RemoveContainerRequest,
     ) -> Result<RemoveContainerResponse, Status> {
-        require_id(&request.container_id)?;
+        require("container_id", &request.container_id)?;
         self.context()
             .containers
             .remove(&request.container_id)
             .await?;
         Ok(RemoveContainerResponse {})
     }
-}
-
-fn require_id(id: &str) -> Result<(), Status> {
-    if id.is_empty() {
-        return Err(Status::invalid_argument("container_id is required"));
-    }
-    Ok(())
 }

@@ -2,12 +2,12 @@
 //! kubelet uses it for image garbage collection and disk-pressure eviction.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cri_api::v1::{FilesystemIdentifier, FilesystemUsage, ImageFsInfoResponse, UInt64Value};
 use tonic::Status;
 
 use super::CriService;
+use crate::clock::now_nanos;
 use crate::disk_usage::disk_usage;
 use crate::layout::RootLayout;
 
@@ -43,11 +43,4 @@ fn filesystem_usage(dir: &Path) -> Result<FilesystemUsage, Status> {
             value: usage.inodes,
         }),
     })
-}
-
-fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
 }

@@ -65,6 +65,14 @@ impl CriService {
 pub type ResponseStream<T> =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;
 
+/// `field` must be set: InvalidArgument naming it otherwise.
+pub(crate) fn require(field: &str, value: &str) -> Result<(), Status> {
+    if value.is_empty() {
+        return Err(Status::invalid_argument(format!("{field} is required")));
+    }
+    Ok(())
+}
+
 /// The error for an RPC berth does not serve yet; it names the RPC so a
 /// client's log says exactly what is missing.
 pub(crate) fn unimplemented(rpc: &str) -> Status {

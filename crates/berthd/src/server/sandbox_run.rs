@@ -6,7 +6,7 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::CriService;
+use super::{require, CriService};
 
 impl CriService {
     pub(super) async fn serve_run_pod_sandbox(
@@ -29,7 +29,7 @@ impl CriService {
         &self,
         request: StopPodSandboxRequest,
     ) -> Result<StopPodSandboxResponse, Status> {
-        require_id(&request.pod_sandbox_id)?;
+        require("pod_sandbox_id", &request.pod_sandbox_id)?;
         // CRI: stopping a sandbox force-stops its containers (kubelet has
         // already stopped them gracefully).
         for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
@@ -46,7 +46,7 @@ impl CriService {
         &self,
         request: RemovePodSandboxRequest,
     ) -> Result<RemovePodSandboxResponse, Status> {
-        require_id(&request.pod_sandbox_id)?;
+        require("pod_sandbox_id", &request.pod_sandbox_id)?;
         for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
             self.context().containers.remove(&container).await?;
         }
@@ -72,11 +72,4 @@ impl CriService {
             .map(|record| record.id)
             .collect())
     }
-}
-
-fn require_id(id: &str) -> Result<(), Status> {
-    if id.is_empty() {
-        return Err(Status::invalid_argument("pod_sandbox_id is required"));
-    }
-    Ok(())
 }

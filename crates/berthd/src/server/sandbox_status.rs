@@ -45,7 +45,7 @@ impl CriService {
             status: Some(to_status(&record)),
             info,
             containers_statuses: Vec::new(),
-            timestamp: crate::sandbox::now_nanos(),
+            timestamp: crate::clock::now_nanos(),
         })
     }
 

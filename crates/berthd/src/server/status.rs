@@ -10,7 +10,7 @@ use cri_api::v1::{
 };
 
 use super::CriService;
-use crate::cni_config::network_config_files;
+use berth_network::cni::config_files;
 
 /// Condition types kubelet requires (CRI constants).
 pub const RUNTIME_READY: &str = "RuntimeReady";
@@ -51,7 +51,7 @@ fn runtime_condition() -> RuntimeCondition {
 
 /// The network is ready once a CNI config exists to set pods up with.
 fn network_condition(conf_dir: &Path) -> RuntimeCondition {
-    let (status, reason, message) = match network_config_files(conf_dir) {
+    let (status, reason, message) = match config_files(conf_dir) {
         Ok(files) if !files.is_empty() => (
             true,
             "NetworkIsReady".to_string(),
