@@ -20,6 +20,14 @@ registry="localhost:${CRITEST_REGISTRY_PORT:-5000}"
 export BERTH_REGISTRY_ADDR="127.0.0.1:${CRITEST_REGISTRY_PORT:-5000}"
 
 log() { echo "critest.sh: $*" >&2; }
+
+# One run at a time on a machine: the runs share the CNI bridge name, its
+# subnet and host ports 12000-12003.
+exec 9>/run/lock/berth-critest.lock
+if ! flock -n 9; then
+  log "another critest run holds /run/lock/berth-critest.lock; waiting"
+  flock 9
+fi
 # shellcheck source=lib/process.sh
 source "$repo/scripts/lib/process.sh"
 
