@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not baked in with env!(): cargo reuses a compiled
+    // build script across checkouts at different paths that share a target
+    // directory, and the baked path would point into another checkout.
+    let proto_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let proto = proto_dir.join("api.proto");
     println!("cargo:rerun-if-changed={}", proto.display());
 
