@@ -9,7 +9,9 @@
 //! - propagation PRIVATE, HOST_TO_CONTAINER and BIDIRECTIONAL become
 //!   `rprivate`, `rslave` and `rshared`; the last two need the host mount
 //!   to be shared (or a slave), else nothing would ever propagate, and they
-//!   make the root's propagation `rslave`/`rshared` too;
+//!   make the root's propagation `slave`/`shared` too (the runtime spec's
+//!   `rootfsPropagation` values, applied recursively; libcontainer refuses
+//!   runc's `rslave`/`rshared` spellings there);
 //! - `recursive_read_only` becomes `rro`, and needs `readonly` and private
 //!   propagation (critest checks both refusals).
 //!
@@ -29,7 +31,7 @@ use crate::host::{HostLookup, HostPropagation};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MountPlan {
     pub mounts: Vec<Mount>,
-    /// `rshared` or `rslave` when a mount propagates; else the default.
+    /// `shared` or `slave` when a mount propagates; else the default.
     pub rootfs_propagation: Option<String>,
 }
 
@@ -73,8 +75,8 @@ pub fn bind_mount(
         })?;
     let (option, root) = match propagation {
         MountPropagation::PropagationPrivate => ("rprivate", None),
-        MountPropagation::PropagationHostToContainer => ("rslave", Some("rslave")),
-        MountPropagation::PropagationBidirectional => ("rshared", Some("rshared")),
+        MountPropagation::PropagationHostToContainer => ("rslave", Some("slave")),
+        MountPropagation::PropagationBidirectional => ("rshared", Some("shared")),
     };
     if let Some(root) = root {
         let host_propagation = host
@@ -85,13 +87,13 @@ pub fn bind_mount(
             })?;
         let possible = match host_propagation {
             HostPropagation::Shared => true,
-            HostPropagation::Slave => root == "rslave",
+            HostPropagation::Slave => root == "slave",
             HostPropagation::Private => false,
         };
         if !possible {
             return Err(SpecError::PropagationNotPossible {
                 path: source,
-                wanted: if root == "rshared" {
+                wanted: if root == "shared" {
                     "shared"
                 } else {
                     "shared or slave"
@@ -151,7 +153,7 @@ pub fn container_mounts(
         let (oci, root) = bind_mount(mount, host)?;
         plan.mounts.push(oci);
         plan.rootfs_propagation = match (plan.rootfs_propagation.as_deref(), root) {
-            (Some("rshared"), _) | (_, None) => plan.rootfs_propagation,
+            (Some("shared"), _) | (_, None) => plan.rootfs_propagation,
             (_, Some(root)) => Some(root.to_string()),
         };
     }

@@ -96,11 +96,11 @@ fn propagation_modes_map_to_rslave_and_rshared() {
     m.propagation = MountPropagation::PropagationHostToContainer as i32;
     let (mount, root) = bind_mount(&m, &host).unwrap();
     assert_eq!(options(&mount)[1], "rslave");
-    assert_eq!(root, Some("rslave"));
+    assert_eq!(root, Some("slave"));
     m.propagation = MountPropagation::PropagationBidirectional as i32;
     let (mount, root) = bind_mount(&m, &host).unwrap();
     assert_eq!(options(&mount)[1], "rshared");
-    assert_eq!(root, Some("rshared"));
+    assert_eq!(root, Some("shared"));
 }
 
 #[test]
@@ -234,9 +234,9 @@ fn root_propagation_takes_the_strongest_mode() {
     let mut slave = cri("/b", "/s2");
     slave.propagation = MountPropagation::PropagationHostToContainer as i32;
     let plan = container_mounts(vec![], &[shared.clone(), slave.clone()], &[], &host).unwrap();
-    assert_eq!(plan.rootfs_propagation.as_deref(), Some("rshared"));
+    assert_eq!(plan.rootfs_propagation.as_deref(), Some("shared"));
     let plan = container_mounts(vec![], &[slave], &[], &host).unwrap();
-    assert_eq!(plan.rootfs_propagation.as_deref(), Some("rslave"));
+    assert_eq!(plan.rootfs_propagation.as_deref(), Some("slave"));
 }
 
 #[test]
