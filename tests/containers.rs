@@ -21,10 +21,11 @@ use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use cri_api::v1::{
     ContainerConfig, ContainerMetadata, ContainerState, ContainerStatus, ContainerStatusRequest,
     CreateContainerRequest, ExecSyncRequest, ImageSpec, KeyValue, LinuxContainerConfig,
-    LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
-    NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata, PullImageRequest,
-    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest,
-    StopContainerRequest, StopPodSandboxRequest,
+    LinuxContainerResources, LinuxContainerSecurityContext, LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption, PodSandboxConfig,
+    PodSandboxMetadata, PullImageRequest, RemoveContainerRequest, RemovePodSandboxRequest,
+    RunPodSandboxRequest, StartContainerRequest, StopContainerRequest, StopPodSandboxRequest,
+    UpdateContainerResourcesRequest,
 };
 use serde_json::json;
 use tonic::transport::Channel;
@@ -742,4 +743,93 @@ async fn containers_survive_a_berthd_sigkill() {
     assert!(mounts.is_empty(), "mounts left: {mounts:?}");
     let shims = pids_mentioning(&harness.berthd.sandbox.dir.path().display().to_string());
     assert!(shims.is_empty(), "shims left running: {shims:?}");
+}
+
+/// The memory cgroup v1 limit of a running process, found through
+/// `/proc/<pid>/cgroup` (this host's cgroups are v1 hybrid).
+fn memory_limit_of(pid: i64) -> i64 {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("proc cgroup");
+    let path = cgroups
+        .lines()
+        .find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then(|| path.to_string())
+        })
+        .expect("a memory cgroup");
+    std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"))
+        .expect("memory.limit_in_bytes")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_resources_reach_the_cgroup_and_the_status() {
+    let harness = Harness::start(3).await;
+    let image = harness.image.clone();
+    let (pod, pod_cfg) = harness.run_pod("update", NamespaceMode::Container).await;
+    let mut config = container_config("app", &image, &["/bin/sleep", "1000"]);
+    config.linux = Some(LinuxContainerConfig {
+        resources: Some(LinuxContainerResources {
+            memory_limit_in_bytes: 64 << 20,
+            cpu_shares: 256,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let app = harness.create_ok(&pod, &pod_cfg, config).await;
+    harness.start_container(&app).await;
+    harness
+        .wait_state(&app, ContainerState::ContainerRunning)
+        .await;
+    let created = harness.status(&app).await.resources.and_then(|r| r.linux);
+    assert_eq!(
+        created
+            .as_ref()
+            .map(|r| (r.memory_limit_in_bytes, r.cpu_shares)),
+        Some((64 << 20, 256)),
+        "resources at creation: {created:?}"
+    );
+
+    harness
+        .client()
+        .await
+        .update_container_resources(UpdateContainerResourcesRequest {
+            container_id: app.clone(),
+            linux: Some(LinuxContainerResources {
+                memory_limit_in_bytes: 128 << 20,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("UpdateContainerResources");
+
+    let info = harness
+        .client()
+        .await
+        .container_status(ContainerStatusRequest {
+            container_id: app.clone(),
+            verbose: true,
+        })
+        .await
+        .expect("ContainerStatus")
+        .into_inner();
+    let verbose: serde_json::Value =
+        serde_json::from_str(&info.info["info"]).expect("verbose info is JSON");
+    let pid = verbose["pid"].as_i64().expect("pid in verbose info");
+    assert_eq!(memory_limit_of(pid), 128 << 20, "the cgroup got the update");
+    let updated = info.status.and_then(|s| s.resources).and_then(|r| r.linux);
+    assert_eq!(
+        updated
+            .as_ref()
+            .map(|r| (r.memory_limit_in_bytes, r.cpu_shares)),
+        Some((128 << 20, 256)),
+        "status reports the update, and keeps what it did not change: {updated:?}"
+    );
+    harness.remove_pod(&pod).await;
 }

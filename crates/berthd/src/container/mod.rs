@@ -2,6 +2,7 @@
 //! berth-shim each. berthd prepares the bundle (overlay rootfs and OCI
 //! spec); the shim creates, starts and reaps the container.
 
+pub mod resources;
 pub mod rootfs;
 pub mod shim;
 pub mod store;
@@ -446,25 +447,18 @@ impl ContainerManager {
         }
     }
 
-    /// UpdateContainerResources: applied to the container's cgroup as sent.
+    /// UpdateContainerResources: applied to the container's cgroup as sent,
+    /// then kept in the record so `ContainerStatus` reports what is in effect.
     pub async fn update_resources(
         &self,
         id: &str,
         resources: &cri_api::v1::LinuxContainerResources,
     ) -> Result<(), Status> {
-        let record = self.get(id).await?;
-        let update = berth_cgroups::ResourceUpdate {
-            cpu_shares: u64::try_from(resources.cpu_shares)
-                .ok()
-                .filter(|shares| *shares > 0),
-            cpu_quota: Some(resources.cpu_quota).filter(|quota| *quota != 0),
-            cpu_period: u64::try_from(resources.cpu_period)
-                .ok()
-                .filter(|period| *period > 0),
-            cpuset_cpus: Some(resources.cpuset_cpus.clone()).filter(|cpus| !cpus.is_empty()),
-            cpuset_mems: Some(resources.cpuset_mems.clone()).filter(|mems| !mems.is_empty()),
-            memory_limit: Some(resources.memory_limit_in_bytes).filter(|limit| *limit > 0),
-        };
+        let handle = self.handle(id)?;
+        // Held across the cgroup write so two updates cannot interleave
+        // their cgroup writes and their record writes differently.
+        let mut record = handle.lock().await;
+        let update = resources::cgroup_update(resources);
         let cgroups = self.cgroups.clone();
         let path = record.cgroups_path.clone();
         tokio::task::spawn_blocking(move || cgroups.update(&path, &update))
@@ -472,7 +466,15 @@ impl ContainerManager {
             .map_err(|err| Status::internal(format!("update task: {err}")))?
             .map_err(|err| {
                 Status::failed_precondition(format!("updating container {}: {err}", record.id))
-            })
+            })?;
+        let mut config = record.decode_config();
+        let linux = config.linux.get_or_insert_with(Default::default);
+        let current = linux.resources.clone().unwrap_or_default();
+        linux.resources = Some(resources::after_update(&current, resources));
+        record.config = ContainerRecord::encode_config(&config);
+        self.store
+            .persist(&record)
+            .map_err(|err| internal(&format!("saving container {}", record.id), &err))
     }
 
     /// ReopenContainerLog.
@@ -510,11 +512,14 @@ impl ContainerManager {
 
     /// A container's record, or NotFound naming the id.
     pub async fn get(&self, id: &str) -> Result<ContainerRecord, Status> {
-        let handle = self
-            .find(id)?
-            .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))?;
-        let record = handle.lock().await.clone();
+        let record = self.handle(id)?.lock().await.clone();
         Ok(record)
+    }
+
+    /// A container's shared record, or NotFound naming the id.
+    fn handle(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContainerRecord>>, Status> {
+        self.find(id)?
+            .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))
     }
 
     /// Every container of a sandbox.

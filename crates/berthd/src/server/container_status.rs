@@ -2,9 +2,10 @@
 
 use berth_shim::protocol::{StateInfo, Status as ShimStatus};
 use cri_api::v1::{
-    Container, ContainerFilter, ContainerState, ContainerStatus, ContainerStatusRequest,
-    ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser, ListContainersRequest,
-    ListContainersResponse, StreamContainersRequest, StreamContainersResponse,
+    Container, ContainerFilter, ContainerResources, ContainerState, ContainerStatus,
+    ContainerStatusRequest, ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser,
+    ListContainersRequest, ListContainersResponse, Signal as CriSignal, StreamContainersRequest,
+    StreamContainersResponse,
 };
 use tonic::Status;
 
@@ -190,11 +191,27 @@ fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerSt
             .as_ref()
             .map(|path| path.display().to_string())
             .unwrap_or_default(),
-        resources: None,
+        resources: config
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.resources.clone())
+            .map(|linux| ContainerResources {
+                linux: Some(linux),
+                windows: None,
+            }),
         image_id: record.image_id.clone(),
         user: None,
-        stop_signal: 0,
+        stop_signal: stop_signal(record.stop_signal) as i32,
     }
+}
+
+/// The effective stop signal as the CRI enum (KEP-4960): the config's, else
+/// the image's, else SIGTERM, as resolved at creation.
+fn stop_signal(number: i32) -> CriSignal {
+    nix::sys::signal::Signal::try_from(number)
+        .ok()
+        .and_then(|signal| CriSignal::from_str_name(signal.as_str()))
+        .unwrap_or(CriSignal::RuntimeDefault)
 }
 
 #[cfg(test)]
@@ -208,6 +225,13 @@ mod tests {
         assert_eq!((user.uid, user.gid), (1000, 50));
         assert_eq!(user.supplemental_groups, [50, 1234]);
         assert!(process_user(&serde_json::json!({})).is_none());
+    }
+
+    #[test]
+    fn stop_signal_names_map_to_the_cri_enum() {
+        assert_eq!(stop_signal(15), CriSignal::Sigterm);
+        assert_eq!(stop_signal(2), CriSignal::Sigint);
+        assert_eq!(stop_signal(0), CriSignal::RuntimeDefault);
     }
 
     #[test]
