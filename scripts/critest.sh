@@ -7,6 +7,7 @@
 #   scripts/critest.sh BERTHD_BINARY
 #
 # Environment: CRITEST_REGISTRY_PORT (local registry port, default 5000),
+# CRITEST_METRICS_PORT (berthd's metrics endpoint, default 19464),
 # CRITEST_TIMEOUT (suite timeout, default 20m), CRITEST_FOCUS (a
 # regexp to run only some specs while developing; then the comparison with
 # the expected-failures list covers only what ran), CRITEST_KEEP=1 keeps the
@@ -18,6 +19,7 @@ suite_timeout="${CRITEST_TIMEOUT:-20m}"
 expected="$repo/tests/critest-expected-failures.txt"
 registry="localhost:${CRITEST_REGISTRY_PORT:-5000}"
 export BERTH_REGISTRY_ADDR="127.0.0.1:${CRITEST_REGISTRY_PORT:-5000}"
+metrics_addr="127.0.0.1:${CRITEST_METRICS_PORT:-19464}"
 
 log() { echo "critest.sh: $*" >&2; }
 
@@ -74,6 +76,11 @@ for port in 12000 12001 12002 12003; do
   fi
 done
 
+if ss -Hltn "sport = :${metrics_addr##*:}" | grep -q .; then
+  log "port ${metrics_addr##*:} (berthd metrics) is in use; set CRITEST_METRICS_PORT"
+  exit 1
+fi
+
 log "starting the local registry and pushing the stand-in images"
 bash "$repo/scripts/registry.sh" start "$work/registry" >&2
 bash "$repo/scripts/images/build.sh" "$registry" >"$work/images.log" 2>&1 || {
@@ -109,6 +116,9 @@ CNI
 # shared CONFORMANCE.md): every upstream critest names maps to the local one.
 {
   echo 'cgroup_driver = "cgroupfs"'
+  echo '[metrics]'
+  echo 'enabled = true'
+  echo "address = \"$metrics_addr\""
   echo '[cni]'
   echo "conf_dir = \"$work/net.d\""
   for host in registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io; do
@@ -149,5 +159,22 @@ if [[ ! -s "$work/report.json" ]]; then
   exit 1
 fi
 
+# The metrics endpoint must have counted the suite's calls.
+metrics_ok=1
+if ! curl -sf "http://$metrics_addr/metrics" >"$work/metrics.txt"; then
+  log "metrics endpoint http://$metrics_addr/metrics did not answer"
+  metrics_ok=0
+elif ! awk '/^berth_rpc_requests_total\{/ && $NF > 0 {found=1} END {exit !found}' "$work/metrics.txt"; then
+  log "metrics endpoint shows no non-zero berth_rpc_requests_total counter"
+  metrics_ok=0
+else
+  log "metrics: $(grep -c '^berth_rpc_requests_total{' "$work/metrics.txt") RPC counters, $(awk '/^berth_rpc_requests_total\{/ {n += $NF} END {print n}' "$work/metrics.txt") calls counted"
+fi
+
+set +e
 python3 "$repo/scripts/critest_results.py" "$work/report.json" "$expected" \
   ${CRITEST_FOCUS:+--partial}
+results_status=$?
+set -e
+[[ "$metrics_ok" == 1 ]] || exit 1
+exit "$results_status"

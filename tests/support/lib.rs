@@ -3,6 +3,7 @@
 //! to it.
 
 pub mod host;
+pub mod pods;
 pub mod registry;
 
 use std::os::unix::process::ExitStatusExt;

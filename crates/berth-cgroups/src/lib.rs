@@ -7,6 +7,8 @@
 //!   cgroups-rs (cgroup v1, hybrid and v2 hosts).
 //! - [`tracker`]: [`ParentTracker`], which creates missing parents and later
 //!   removes exactly the ones berth created, once empty.
+//! - [`stats`]: usage read from cgroup files (cpu, memory, swap, pids),
+//!   v1 and v2.
 //! - [`fake`]: an in-memory [`CgroupManager`] for unit tests.
 //!
 //! The systemd driver is supported for naming only; its manager (transient
@@ -15,6 +17,7 @@
 pub mod fake;
 pub mod manager;
 pub mod naming;
+pub mod stats;
 pub mod tracker;
 pub mod update;
 

@@ -198,6 +198,31 @@ impl CgroupfsManager {
         Ok(self.dirs(&rel))
     }
 
+    /// Where the stats files of cgroup `path` are: the cpuacct, memory and
+    /// pids controllers' dirs on v1 (hybrid included: its unified hierarchy
+    /// has no controllers), the one dir on v2.
+    pub fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError> {
+        let rel = relative(path)?;
+        if self.layout == Layout::Unified {
+            return Ok(crate::stats::StatsDirs::V2 {
+                dir: Path::new(CGROUP_ROOT).join(rel),
+            });
+        }
+        let cgroup = self.load(&rel);
+        let dir_of = |name: &str| {
+            cgroup
+                .subsystems()
+                .iter()
+                .find(|sub| sub.controller_name() == name)
+                .map(|sub| sub.to_controller().path().to_path_buf())
+        };
+        Ok(crate::stats::StatsDirs::V1 {
+            cpuacct: dir_of("cpuacct"),
+            memory: dir_of("memory"),
+            pids: dir_of("pids"),
+        })
+    }
+
     fn dirs(&self, rel: &str) -> Vec<PathBuf> {
         let mut dirs: Vec<PathBuf> = Vec::new();
         if self.layout == Layout::Unified {

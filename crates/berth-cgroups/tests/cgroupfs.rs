@@ -296,3 +296,63 @@ fn guard_cleans_up_after_a_failing_test() {
         assert!(!dir.exists(), "{} left behind", dir.display());
     }
 }
+
+#[test]
+fn stats_of_a_real_cgroup_count_its_process() {
+    use std::io::Write;
+    let Some(mut t) = TestCgroup::new() else {
+        return;
+    };
+    let path = t.path("stats");
+    t.manager.create(&path).unwrap();
+    // The shell waits for a line, so all it does after that (a busy loop
+    // touching fresh memory) is charged to the cgroup it was moved into.
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            "read go; s=; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); s=\"$s.\"; done; exec sleep 1000",
+        ])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    let pid = i32::try_from(child.id()).expect("pid fits i32");
+    let mut stdin = child.stdin.take().expect("stdin");
+    t.children.push(child);
+    t.manager.add_process(&path, pid).unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+
+    let dirs = t.manager.stats_dirs(&path).unwrap();
+    if t.manager.layout() != Layout::Unified {
+        assert!(
+            matches!(&dirs, berth_cgroups::stats::StatsDirs::V1 { memory: Some(dir), .. } if dir.starts_with("/sys/fs/cgroup/memory")),
+            "{dirs:?}"
+        );
+    }
+    // Wait (without a time bound worth asserting) until the loop is done.
+    let mut stats = berth_cgroups::stats::read(&dirs).unwrap();
+    for _ in 0..600 {
+        let exec_done = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|comm| comm.trim() == "sleep");
+        stats = berth_cgroups::stats::read(&dirs).unwrap();
+        if exec_done {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let cpu = stats.cpu.expect("cpu stats");
+    assert!(cpu.usage_ns > 0, "{stats:?}");
+    if let Some(memory) = stats.memory {
+        assert!(memory.usage_bytes > 0, "{stats:?}");
+        assert!(memory.working_set_bytes <= memory.usage_bytes, "{stats:?}");
+        assert!(memory.page_faults > 0, "{stats:?}");
+        assert_eq!(memory.limit_bytes, None, "no limit was set: {stats:?}");
+    }
+    if let Some(pids) = stats.pids {
+        assert_eq!(pids.current, 1, "{stats:?}");
+    }
+    t.kill(pid);
+
+    let gone = t.path("never-created");
+    assert!(berth_cgroups::stats::read(&t.manager.stats_dirs(&gone).unwrap()).is_err());
+}

@@ -55,6 +55,7 @@ pub struct Config {
     pub runtime_handlers: Vec<String>,
     pub cni: CniConfig,
     pub registry: RegistryConfig,
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -69,6 +70,7 @@ impl Default for Config {
             runtime_handlers: Vec::new(),
             cni: CniConfig::default(),
             registry: RegistryConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -138,6 +140,26 @@ pub struct MirrorConfig {
     /// Whether the upstream host is tried after every mirror failed. Off by
     /// default: an unusable mirror is an error, never silent upstream traffic.
     pub fallback_to_upstream: bool,
+}
+
+/// The Prometheus endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Whether berthd serves `/metrics` over HTTP. Off by default.
+    pub enabled: bool,
+    /// `ip:port` the endpoint listens on. It has no authentication: keep it
+    /// on loopback unless the network in between is trusted.
+    pub address: std::net::SocketAddr,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            address: std::net::SocketAddr::from(([127, 0, 0, 1], 9464)),
+        }
+    }
 }
 
 /// Values given on the command line; each one set replaces the config's.
@@ -379,6 +401,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("registry.mirrors.endpoints"), "{err}");
+    }
+
+    #[test]
+    fn metrics_are_off_by_default_and_take_an_address() {
+        assert!(!Config::default().metrics.enabled);
+        assert!(Config::default().metrics.address.ip().is_loopback());
+        let config = parse("[metrics]\nenabled = true\naddress = \"127.0.0.1:19101\"\n").unwrap();
+        assert!(config.metrics.enabled);
+        assert_eq!(config.metrics.address.port(), 19101);
+        let err = parse("[metrics]\naddress = \"localhost\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("address"), "{err}");
     }
 
     #[test]

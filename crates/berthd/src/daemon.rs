@@ -100,6 +100,10 @@ fn open_context(
         images,
         sandboxes,
         containers,
+        events: Arc::default(),
+        exit_watcher: None,
+        metrics: Arc::default(),
+        cpu_samples: Default::default(),
     };
     Ok((context, lock))
 }
@@ -178,7 +182,7 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let socket = config.listen.clone();
     let listener = listener::bind(&socket)?;
-    let (context, _root_lock) = match open_context(config, cgroup_driver) {
+    let (mut context, _root_lock) = match open_context(config, cgroup_driver) {
         Ok(opened) => opened,
         Err(err) => {
             let _ = std::fs::remove_file(&socket);
@@ -211,9 +215,46 @@ pub async fn run(
         }
     };
 
+    let exits = match crate::events::ExitWatcher::start() {
+        Ok((watcher, exits)) => {
+            context.exit_watcher = Some(watcher);
+            Some(exits)
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "no exit watcher: containers exiting on their own send no STOPPED event");
+            None
+        }
+    };
+    let metrics_listener = if context.config.metrics.enabled {
+        let address = context.config.metrics.address;
+        let listener = match tokio::net::TcpListener::bind(address).await {
+            Ok(listener) => listener,
+            Err(err) => {
+                let _ = std::fs::remove_file(&socket);
+                return Err(DaemonError::Startup(format!(
+                    "metrics.address {address}: {err}"
+                )));
+            }
+        };
+        tracing::info!(%address, "serving metrics at /metrics");
+        Some(listener)
+    } else {
+        None
+    };
+    let metrics = context.metrics.clone();
     let service = CriService::new(context);
+    if let Some(exits) = exits {
+        service.start_events(exits).await;
+    }
+    if let Some(listener) = metrics_listener {
+        tokio::spawn(crate::metrics::serve(
+            listener,
+            metrics.clone(),
+            service.metrics_sampler(),
+        ));
+    }
     let serve = tonic::transport::Server::builder()
-        .layer(RpcTraceLayer)
+        .layer(RpcTraceLayer::new(Some(metrics)))
         .add_service(
             RuntimeServiceServer::new(service.clone())
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)

@@ -1,30 +1,46 @@
-//! One span per RPC: method, duration and gRPC code, logged in one place
-//! instead of in every handler.
+//! One span per RPC: method, duration and gRPC code, logged and counted
+//! (in [`crate::metrics`]) in one place instead of in every handler.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use tower::{Layer, Service};
 use tracing::Instrument;
 
-/// Wraps the gRPC router so every call is traced.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RpcTraceLayer;
+use crate::metrics::Metrics;
+
+/// Wraps the gRPC router so every call is traced (and counted, when
+/// given metrics).
+#[derive(Clone, Default)]
+pub struct RpcTraceLayer {
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl RpcTraceLayer {
+    pub fn new(metrics: Option<Arc<Metrics>>) -> Self {
+        Self { metrics }
+    }
+}
 
 impl<S> Layer<S> for RpcTraceLayer {
     type Service = RpcTrace<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RpcTrace { inner }
+        RpcTrace {
+            inner,
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
 /// The service produced by [`RpcTraceLayer`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RpcTrace<S> {
     inner: S,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for RpcTrace<S>
@@ -49,6 +65,7 @@ where
             duration_ms = tracing::field::Empty
         );
         let call = self.inner.call(request).instrument(span.clone());
+        let metrics = self.metrics.clone();
         Box::pin(async move {
             let started = Instant::now();
             let result = call.await;
@@ -56,7 +73,11 @@ where
                 Ok(response) => grpc_code(response.headers()),
                 Err(_) => "transport error".to_string(),
             };
-            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            let elapsed = started.elapsed().as_secs_f64();
+            if let Some(metrics) = &metrics {
+                metrics.observe_rpc(&method, &code, elapsed);
+            }
+            let elapsed_ms = elapsed * 1000.0;
             span.record("code", code.as_str());
             span.record("duration_ms", elapsed_ms);
             span.in_scope(|| {

@@ -1,7 +1,7 @@
 //! `CreateContainer`, `StartContainer`, `StopContainer`, `RemoveContainer`.
 
 use cri_api::v1::{
-    CreateContainerRequest, CreateContainerResponse, RemoveContainerRequest,
+    ContainerEventType, CreateContainerRequest, CreateContainerResponse, RemoveContainerRequest,
     RemoveContainerResponse, StartContainerRequest, StartContainerResponse, StopContainerRequest,
     StopContainerResponse,
 };
@@ -23,6 +23,14 @@ impl CriService {
             .containers
             .create(&request.pod_sandbox_id, config)
             .await?;
+        if let Ok(record) = self.context().containers.get(&container_id).await {
+            self.emit_container_event(
+                &record.id,
+                &record.sandbox_id,
+                ContainerEventType::ContainerCreatedEvent,
+            )
+            .await;
+        }
         Ok(CreateContainerResponse { container_id })
     }
 
@@ -35,6 +43,15 @@ impl CriService {
             .containers
             .start(&request.container_id)
             .await?;
+        let record = self.context().containers.get(&request.container_id).await?;
+        self.emit_container_event(
+            &record.id,
+            &record.sandbox_id,
+            ContainerEventType::ContainerStartedEvent,
+        )
+        .await;
+        // Watched only once STARTED is out, so STOPPED cannot overtake it.
+        self.watch_exit(&record);
         Ok(StartContainerResponse {})
     }
 
@@ -47,6 +64,9 @@ impl CriService {
             .containers
             .stop(&request.container_id, request.timeout)
             .await?;
+        if let Ok(record) = self.context().containers.get(&request.container_id).await {
+            self.emit_stopped(&record.id, &record.sandbox_id).await;
+        }
         Ok(StopContainerResponse {})
     }
 
@@ -55,10 +75,36 @@ impl CriService {
         request: RemoveContainerRequest,
     ) -> Result<RemoveContainerResponse, Status> {
         require("container_id", &request.container_id)?;
+        let removed = self
+            .context()
+            .containers
+            .get(&request.container_id)
+            .await
+            .ok();
         self.context()
             .containers
             .remove(&request.container_id)
             .await?;
+        if let Some(record) = removed {
+            self.emit_removed(&record.id, &record.sandbox_id).await;
+        }
         Ok(RemoveContainerResponse {})
+    }
+
+    /// STOPPED, for a container that was started (a container stopped
+    /// before it ever ran has no STOPPED event).
+    pub(super) async fn emit_stopped(&self, id: &str, sandbox_id: &str) {
+        if self.last_event(id).await == Some(ContainerEventType::ContainerStartedEvent) {
+            self.emit_container_event(id, sandbox_id, ContainerEventType::ContainerStoppedEvent)
+                .await;
+        }
+    }
+
+    /// STOPPED if still due (the exit watcher may not have told yet), then
+    /// DELETED.
+    pub(super) async fn emit_removed(&self, id: &str, sandbox_id: &str) {
+        self.emit_stopped(id, sandbox_id).await;
+        self.emit_container_event(id, sandbox_id, ContainerEventType::ContainerDeletedEvent)
+            .await;
     }
 }

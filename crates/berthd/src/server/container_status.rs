@@ -154,7 +154,7 @@ fn cri_state(state: Option<&StateInfo>) -> ContainerState {
     }
 }
 
-fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerStatus {
+pub(super) fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerStatus {
     let config = record.decode_config();
     let cri = cri_state(state);
     let exit_code = state.and_then(|state| state.exit_code).unwrap_or(0);

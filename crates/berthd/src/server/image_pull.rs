@@ -27,12 +27,13 @@ impl CriService {
         // A client that gives up cancels the pull, as with containerd: a
         // pull finishing after the client moved on would resurrect an image
         // it may already have removed. Layers finished so far are kept.
-        let record = self
-            .context()
-            .images
-            .pull(&image, &auth)
-            .await
-            .map_err(pull_status)?;
+        let started = std::time::Instant::now();
+        let pulled = self.context().images.pull(&image, &auth).await;
+        self.context().metrics.observe_pull(
+            pulled.as_ref().ok().map(|record| record.size),
+            started.elapsed().as_secs_f64(),
+        );
+        let record = pulled.map_err(pull_status)?;
         Ok(PullImageResponse {
             image_ref: record.id,
         })

@@ -4,16 +4,21 @@
 
 mod container_exec;
 mod container_run;
+mod container_stats;
 mod container_status;
+mod events;
 mod image_fs_info;
 mod image_pull;
 mod image_remove;
 mod image_service;
 mod image_status;
+mod metrics_descriptors;
 mod runtime_config;
+mod runtime_metrics;
 mod runtime_service;
 mod runtime_update;
 mod sandbox_run;
+mod sandbox_stats;
 mod sandbox_status;
 mod status;
 mod version;
@@ -41,6 +46,14 @@ pub struct RuntimeContext {
     pub sandboxes: Arc<SandboxManager>,
     /// Containers.
     pub containers: Arc<ContainerManager>,
+    /// Lifecycle events for `GetContainerEvents`.
+    pub events: Arc<crate::events::EventBus>,
+    /// Notices containers exiting on their own (none without inotify).
+    pub exit_watcher: Option<crate::events::ExitWatcher>,
+    /// berthd's own Prometheus metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The previous cpu sample of each container and pod, for nano-cores.
+    pub cpu_samples: crate::cpu_rate::CpuSamples,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).

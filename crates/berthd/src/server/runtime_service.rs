@@ -187,44 +187,56 @@ impl RuntimeService for CriService {
 
     async fn container_stats(
         &self,
-        _request: Request<ContainerStatsRequest>,
+        request: Request<ContainerStatsRequest>,
     ) -> Result<Response<ContainerStatsResponse>, Status> {
-        Err(unimplemented("ContainerStats"))
+        self.serve_container_stats(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_container_stats(
         &self,
-        _request: Request<ListContainerStatsRequest>,
+        request: Request<ListContainerStatsRequest>,
     ) -> Result<Response<ListContainerStatsResponse>, Status> {
-        Err(unimplemented("ListContainerStats"))
+        self.serve_list_container_stats(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stream_container_stats(
         &self,
-        _request: Request<StreamContainerStatsRequest>,
+        request: Request<StreamContainerStatsRequest>,
     ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
-        Err(unimplemented("StreamContainerStats"))
+        self.serve_stream_container_stats(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn pod_sandbox_stats(
         &self,
-        _request: Request<PodSandboxStatsRequest>,
+        request: Request<PodSandboxStatsRequest>,
     ) -> Result<Response<PodSandboxStatsResponse>, Status> {
-        Err(unimplemented("PodSandboxStats"))
+        self.serve_pod_sandbox_stats(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _request: Request<ListPodSandboxStatsRequest>,
+        request: Request<ListPodSandboxStatsRequest>,
     ) -> Result<Response<ListPodSandboxStatsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxStats"))
+        self.serve_list_pod_sandbox_stats(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn stream_pod_sandbox_stats(
         &self,
-        _request: Request<StreamPodSandboxStatsRequest>,
+        request: Request<StreamPodSandboxStatsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
-        Err(unimplemented("StreamPodSandboxStats"))
+        self.serve_stream_pod_sandbox_stats(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn update_runtime_config(
@@ -254,28 +266,32 @@ impl RuntimeService for CriService {
         &self,
         _request: Request<GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Err(unimplemented("GetContainerEvents"))
+        self.serve_get_container_events().await.map(Response::new)
     }
 
     async fn list_metric_descriptors(
         &self,
         _request: Request<ListMetricDescriptorsRequest>,
     ) -> Result<Response<ListMetricDescriptorsResponse>, Status> {
-        Err(unimplemented("ListMetricDescriptors"))
+        Ok(Response::new(self.serve_list_metric_descriptors()))
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _request: Request<ListPodSandboxMetricsRequest>,
     ) -> Result<Response<ListPodSandboxMetricsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxMetrics"))
+        self.serve_list_pod_sandbox_metrics()
+            .await
+            .map(Response::new)
     }
 
     async fn stream_pod_sandbox_metrics(
         &self,
         _request: Request<StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
-        Err(unimplemented("StreamPodSandboxMetrics"))
+        self.serve_stream_pod_sandbox_metrics()
+            .await
+            .map(Response::new)
     }
 
     async fn runtime_config(

@@ -114,7 +114,7 @@ fn cri_state(state: SandboxState) -> PodSandboxState {
 }
 
 /// A record as CRI's `PodSandboxStatus`.
-fn to_status(record: &SandboxRecord) -> PodSandboxStatus {
+pub(super) fn to_status(record: &SandboxRecord) -> PodSandboxStatus {
     let config = record.decode_config();
     let options = config
         .linux

@@ -1,0 +1,219 @@
+//! Resource usage of a cgroup, read from its files: cpu time, memory
+//! (usage, working set, RSS, page faults, limit), swap and process count.
+//!
+//! [`v1`] and [`v2`] read one layout each from directories given to them,
+//! so both are unit-tested against fixture files; [`StatsDirs`] says where
+//! a cgroup's files are, and [`crate::CgroupfsManager::stats_dirs`] finds
+//! them on the host.
+
+pub mod v1;
+pub mod v2;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Errors reading stats; each names the file.
+#[derive(thiserror::Error, Debug)]
+pub enum StatsError {
+    /// The cgroup (or one of its controller files) does not exist.
+    #[error("{} does not exist", file.display())]
+    Missing { file: PathBuf },
+    #[error("reading {}: {source}", file.display())]
+    Io {
+        file: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file did not hold what the kernel writes there.
+    #[error("unexpected content {content:?} in {}", file.display())]
+    Parse { file: PathBuf, content: String },
+}
+
+/// Where one cgroup's stats files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatsDirs {
+    /// cgroup v1: one directory per controller (`None` when that
+    /// controller is not mounted).
+    V1 {
+        cpuacct: Option<PathBuf>,
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+    },
+    /// cgroup v2: the cgroup's one directory.
+    V2 { dir: PathBuf },
+}
+
+/// One sample of a cgroup's usage. Parts whose controller is missing are
+/// `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupStats {
+    pub cpu: Option<CpuStats>,
+    pub memory: Option<MemoryStats>,
+    pub pids: Option<PidsStats>,
+}
+
+/// Cumulative cpu time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuStats {
+    /// Cpu time used by all tasks, in nanoseconds.
+    pub usage_ns: u64,
+}
+
+/// Memory and swap use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Everything charged, page cache included.
+    pub usage_bytes: u64,
+    /// Usage minus inactive file pages: what cannot be reclaimed easily,
+    /// and what kubelet evicts on.
+    pub working_set_bytes: u64,
+    /// Anonymous memory.
+    pub rss_bytes: u64,
+    pub page_faults: u64,
+    pub major_page_faults: u64,
+    /// The memory limit; `None` when unlimited.
+    pub limit_bytes: Option<u64>,
+    /// Swap in use; `None` without swap accounting.
+    pub swap_usage_bytes: Option<u64>,
+    /// The swap limit; `None` when unlimited or not accounted.
+    pub swap_limit_bytes: Option<u64>,
+}
+
+/// Processes (tasks) in the cgroup and below.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PidsStats {
+    pub current: u64,
+}
+
+impl CgroupStats {
+    /// Adds `other` into `self`: usage and counters add up, limits do not
+    /// (they are dropped, as a sum of cgroups has none of its own).
+    pub fn accumulate(&mut self, other: &CgroupStats) {
+        if let Some(cpu) = other.cpu {
+            self.cpu.get_or_insert_with(CpuStats::default).usage_ns += cpu.usage_ns;
+        }
+        if let Some(memory) = other.memory {
+            let sum = self.memory.get_or_insert_with(MemoryStats::default);
+            sum.usage_bytes += memory.usage_bytes;
+            sum.working_set_bytes += memory.working_set_bytes;
+            sum.rss_bytes += memory.rss_bytes;
+            sum.page_faults += memory.page_faults;
+            sum.major_page_faults += memory.major_page_faults;
+            sum.limit_bytes = None;
+            sum.swap_limit_bytes = None;
+            if let Some(swap) = memory.swap_usage_bytes {
+                *sum.swap_usage_bytes.get_or_insert(0) += swap;
+            }
+        }
+        if let Some(pids) = other.pids {
+            self.pids.get_or_insert_with(PidsStats::default).current += pids.current;
+        }
+    }
+}
+
+/// Reads a cgroup's stats from `dirs`. A controller directory that is
+/// absent makes that part `None`; a cgroup with no part at all is
+/// [`StatsError::Missing`].
+pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
+    let stats = match dirs {
+        StatsDirs::V1 {
+            cpuacct,
+            memory,
+            pids,
+        } => CgroupStats {
+            cpu: optional(cpuacct.as_deref(), v1::cpu)?,
+            memory: optional(memory.as_deref(), v1::memory)?,
+            pids: optional(pids.as_deref(), v1::pids)?,
+        },
+        StatsDirs::V2 { dir } => {
+            if !dir.is_dir() {
+                return Err(StatsError::Missing { file: dir.clone() });
+            }
+            CgroupStats {
+                cpu: optional(Some(dir), v2::cpu)?,
+                memory: optional(Some(dir), v2::memory)?,
+                pids: optional(Some(dir), v2::pids)?,
+            }
+        }
+    };
+    if stats == CgroupStats::default() {
+        let file = match dirs {
+            StatsDirs::V1 { memory, .. } => memory.clone().unwrap_or_default(),
+            StatsDirs::V2 { dir } => dir.clone(),
+        };
+        return Err(StatsError::Missing { file });
+    }
+    Ok(stats)
+}
+
+/// Runs `reader` on `dir` if given; a missing file or dir gives `None`.
+fn optional<T>(
+    dir: Option<&Path>,
+    reader: fn(&Path) -> Result<T, StatsError>,
+) -> Result<Option<T>, StatsError> {
+    let Some(dir) = dir else {
+        return Ok(None);
+    };
+    match reader(dir) {
+        Ok(value) => Ok(Some(value)),
+        Err(StatsError::Missing { .. }) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads a whole small file; NotFound becomes [`StatsError::Missing`].
+pub(crate) fn read_file(file: &Path) -> Result<String, StatsError> {
+    std::fs::read_to_string(file).map_err(|source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            StatsError::Missing {
+                file: file.to_path_buf(),
+            }
+        } else {
+            StatsError::Io {
+                file: file.to_path_buf(),
+                source,
+            }
+        }
+    })
+}
+
+/// Reads a file holding one unsigned number.
+pub(crate) fn read_u64(file: &Path) -> Result<u64, StatsError> {
+    let text = read_file(file)?;
+    text.trim().parse().map_err(|_| StatsError::Parse {
+        file: file.to_path_buf(),
+        content: text,
+    })
+}
+
+/// Parses a flat keyed file (`memory.stat`, `cpu.stat`): one `key value`
+/// pair per line. Lines that are not such a pair are skipped, as newer
+/// kernels add keys and formats.
+pub fn parse_flat_keyed(text: &str) -> HashMap<&str, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let key = parts.next()?;
+            let value = parts.next()?.parse().ok()?;
+            parts.next().is_none().then_some((key, value))
+        })
+        .collect()
+}
+
+/// A flat keyed file's value for `key`, or a parse error naming the file.
+pub(crate) fn keyed(map: &HashMap<&str, u64>, key: &str, file: &Path) -> Result<u64, StatsError> {
+    map.get(key).copied().ok_or_else(|| StatsError::Parse {
+        file: file.to_path_buf(),
+        content: format!("no {key} line"),
+    })
+}
+
+/// Working set: usage minus the inactive file cache (which the kernel
+/// reclaims first), never below zero, as cadvisor computes it.
+pub fn working_set(usage: u64, inactive_file: u64) -> u64 {
+    usage.saturating_sub(inactive_file)
+}
+
+#[cfg(test)]
+mod tests;

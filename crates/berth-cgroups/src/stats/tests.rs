@@ -1,0 +1,155 @@
+//! The readers against fixture files copied in the kernel's formats
+//! (`fixtures/stats`): v1 as on a hybrid host, v2 as on a unified one.
+
+use super::*;
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/stats")
+        .join(rel)
+}
+
+const MIB: u64 = 1024 * 1024;
+
+#[test]
+fn v1_reads_every_controller() {
+    let dirs = StatsDirs::V1 {
+        cpuacct: Some(fixture("v1/cpuacct")),
+        memory: Some(fixture("v1/memory")),
+        pids: Some(fixture("v1/pids")),
+    };
+    let stats = read(&dirs).unwrap();
+    assert_eq!(
+        stats.cpu,
+        Some(CpuStats {
+            usage_ns: 123456789
+        })
+    );
+    let memory = stats.memory.unwrap();
+    assert_eq!(memory.usage_bytes, 70 * MIB);
+    // usage minus total_inactive_file (16 MiB), not inactive_file.
+    assert_eq!(memory.working_set_bytes, 54 * MIB);
+    assert_eq!(memory.rss_bytes, 50 * MIB);
+    assert_eq!((memory.page_faults, memory.major_page_faults), (41000, 17));
+    assert_eq!(memory.limit_bytes, Some(256 * MIB));
+    assert_eq!(memory.swap_usage_bytes, Some(2 * MIB));
+    assert_eq!(memory.swap_limit_bytes, Some(256 * MIB));
+    assert_eq!(stats.pids, Some(PidsStats { current: 3 }));
+}
+
+#[test]
+fn v1_without_swap_accounting_or_limit() {
+    let memory = v1::memory(&fixture("v1/memory-noswap")).unwrap();
+    assert_eq!(
+        memory.limit_bytes, None,
+        "the page counter maximum is no limit"
+    );
+    assert_eq!(memory.swap_usage_bytes, None);
+    assert_eq!(memory.swap_limit_bytes, None);
+}
+
+#[test]
+fn v1_missing_controllers_are_none() {
+    let dirs = StatsDirs::V1 {
+        cpuacct: Some(fixture("v1/cpuacct")),
+        memory: Some(fixture("v1/absent")),
+        pids: None,
+    };
+    let stats = read(&dirs).unwrap();
+    assert!(stats.cpu.is_some());
+    assert_eq!((stats.memory, stats.pids), (None, None));
+}
+
+#[test]
+fn v2_reads_one_dir() {
+    let stats = read(&StatsDirs::V2 {
+        dir: fixture("v2/full"),
+    })
+    .unwrap();
+    assert_eq!(
+        stats.cpu,
+        Some(CpuStats {
+            usage_ns: 2_500_000_000
+        })
+    );
+    let memory = stats.memory.unwrap();
+    assert_eq!(memory.usage_bytes, 70 * MIB);
+    assert_eq!(memory.working_set_bytes, 54 * MIB);
+    assert_eq!(memory.rss_bytes, 50 * MIB);
+    assert_eq!((memory.page_faults, memory.major_page_faults), (41000, 17));
+    assert_eq!(memory.limit_bytes, Some(256 * MIB));
+    assert_eq!(memory.swap_usage_bytes, Some(MIB));
+    assert_eq!(memory.swap_limit_bytes, None, "max is no limit");
+    assert_eq!(stats.pids, Some(PidsStats { current: 4 }));
+}
+
+#[test]
+fn v2_without_memory_and_pids_controllers() {
+    // A hybrid host's unified hierarchy, or controllers not delegated.
+    let stats = read(&StatsDirs::V2 {
+        dir: fixture("v2/cpu-only"),
+    })
+    .unwrap();
+    assert_eq!(
+        stats.cpu,
+        Some(CpuStats {
+            usage_ns: 2_500_000_000
+        })
+    );
+    assert_eq!((stats.memory, stats.pids), (None, None));
+}
+
+#[test]
+fn missing_cgroup_is_an_error_naming_it() {
+    let dir = fixture("v2/gone");
+    let err = read(&StatsDirs::V2 { dir: dir.clone() }).unwrap_err();
+    assert!(
+        matches!(err, StatsError::Missing { ref file } if *file == dir),
+        "{err}"
+    );
+    let err = read(&StatsDirs::V1 {
+        cpuacct: None,
+        memory: Some(fixture("v1/gone")),
+        pids: None,
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("v1/gone"), "{err}");
+}
+
+#[test]
+fn garbage_is_a_parse_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cpuacct.usage"), "lots\n").unwrap();
+    let err = v1::cpu(dir.path()).unwrap_err();
+    assert!(matches!(err, StatsError::Parse { .. }), "{err}");
+}
+
+#[test]
+fn flat_keyed_skips_odd_lines() {
+    let map = parse_flat_keyed("a 1\nb two\nc 3 4\n\nd 5\n");
+    assert_eq!(map.len(), 2);
+    assert_eq!((map["a"], map["d"]), (1, 5));
+}
+
+#[test]
+fn working_set_never_goes_negative() {
+    assert_eq!(working_set(100, 30), 70);
+    assert_eq!(working_set(10, 30), 0);
+}
+
+#[test]
+fn accumulate_adds_usage_and_drops_limits() {
+    let one = read(&StatsDirs::V2 {
+        dir: fixture("v2/full"),
+    })
+    .unwrap();
+    let mut sum = CgroupStats::default();
+    sum.accumulate(&one);
+    sum.accumulate(&one);
+    assert_eq!(sum.cpu.unwrap().usage_ns, 5_000_000_000);
+    let memory = sum.memory.unwrap();
+    assert_eq!(memory.working_set_bytes, 108 * MIB);
+    assert_eq!(memory.limit_bytes, None);
+    assert_eq!(memory.swap_usage_bytes, Some(2 * MIB));
+    assert_eq!(sum.pids.unwrap().current, 8);
+}

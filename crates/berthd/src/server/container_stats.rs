@@ -1,0 +1,276 @@
+//! `ContainerStats`, `ListContainerStats` and `StreamContainerStats`, and
+//! the conversions from cgroup readings to CRI usage messages that pod
+//! stats share.
+
+use berth_cgroups::stats::{CgroupStats, MemoryStats};
+use cri_api::v1::{
+    ContainerAttributes, ContainerStats, ContainerStatsFilter, ContainerStatsRequest,
+    ContainerStatsResponse, CpuUsage, FilesystemIdentifier, FilesystemUsage,
+    ListContainerStatsRequest, ListContainerStatsResponse, MemoryUsage,
+    StreamContainerStatsRequest, StreamContainerStatsResponse, SwapUsage, UInt64Value,
+};
+use tonic::Status;
+
+use super::{CriService, ResponseStream};
+use crate::clock::now_nanos;
+use crate::container::rootfs::RootfsPaths;
+use crate::container::store::ContainerRecord;
+use crate::cpu_rate::CpuSample;
+use crate::disk_usage::{disk_usage, DiskUsage};
+use crate::sandbox::labels_match;
+
+/// Stats per `StreamContainerStats` message.
+const STATS_PER_MESSAGE: usize = 200;
+
+/// One reading of a cgroup, with when it was taken.
+pub(super) struct Reading {
+    pub at: i64,
+    pub stats: Option<CgroupStats>,
+}
+
+impl CriService {
+    pub(super) async fn serve_container_stats(
+        &self,
+        request: ContainerStatsRequest,
+    ) -> Result<ContainerStatsResponse, Status> {
+        super::require("container_id", &request.container_id)?;
+        let record = self.context().containers.get(&request.container_id).await?;
+        Ok(ContainerStatsResponse {
+            stats: Some(self.container_stats(&record).await),
+        })
+    }
+
+    pub(super) async fn serve_list_container_stats(
+        &self,
+        request: ListContainerStatsRequest,
+    ) -> Result<ListContainerStatsResponse, Status> {
+        Ok(ListContainerStatsResponse {
+            stats: self.filtered_container_stats(request.filter).await,
+        })
+    }
+
+    pub(super) async fn serve_stream_container_stats(
+        &self,
+        request: StreamContainerStatsRequest,
+    ) -> Result<ResponseStream<StreamContainerStatsResponse>, Status> {
+        let stats = self.filtered_container_stats(request.filter).await;
+        let chunks: Vec<Result<StreamContainerStatsResponse, Status>> = stats
+            .chunks(STATS_PER_MESSAGE)
+            .map(|chunk| {
+                Ok(StreamContainerStatsResponse {
+                    container_stats: chunk.to_vec(),
+                })
+            })
+            .collect();
+        Ok(Box::pin(tokio_stream::iter(chunks)))
+    }
+
+    async fn filtered_container_stats(
+        &self,
+        filter: Option<ContainerStatsFilter>,
+    ) -> Vec<ContainerStats> {
+        let filter = filter.unwrap_or_default();
+        let containers = &self.context().containers;
+        let mut records = Vec::new();
+        for handle in containers.store.all() {
+            let record = handle.lock().await.clone();
+            let matches = record.id.starts_with(&filter.id)
+                && record.sandbox_id.starts_with(&filter.pod_sandbox_id)
+                && labels_match(&record.decode_config().labels, &filter.label_selector);
+            if matches {
+                records.push(record);
+            }
+        }
+        let mut stats = Vec::with_capacity(records.len());
+        for record in &records {
+            stats.push(self.container_stats(record).await);
+        }
+        stats
+    }
+
+    /// The stats of one container: its cgroup (absent once it is gone) and
+    /// its writable layer.
+    pub(super) async fn container_stats(&self, record: &ContainerRecord) -> ContainerStats {
+        let cgroup = self.container_cgroup_path(record).await;
+        let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
+        let cgroups = self.context().containers.cgroups.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let reading = read_cgroup(&cgroups, cgroup.as_deref());
+            let layer = disk_usage(&upper).ok();
+            (reading, layer, now_nanos())
+        })
+        .await;
+        let (reading, layer, layer_at) = read.unwrap_or_else(|_| {
+            let at = now_nanos();
+            (Reading { at, stats: None }, None, at)
+        });
+        let config = record.decode_config();
+        let (cpu, memory, swap) = self.usage_messages(&record.id, &reading);
+        ContainerStats {
+            attributes: Some(ContainerAttributes {
+                id: record.id.clone(),
+                metadata: config.metadata.clone(),
+                labels: config.labels.clone(),
+                annotations: config.annotations.clone(),
+            }),
+            cpu,
+            memory,
+            writable_layer: layer.map(|usage| {
+                writable_layer(
+                    usage,
+                    layer_at,
+                    &self.context().containers.layers_dir.display().to_string(),
+                )
+            }),
+            swap,
+            io: None,
+        }
+    }
+
+    /// The container's cgroup path, from its sandbox's parent.
+    async fn container_cgroup_path(&self, record: &ContainerRecord) -> Option<String> {
+        if record.cgroups_path.starts_with('/') {
+            return Some(record.cgroups_path.clone());
+        }
+        let handle = self.context().sandboxes.find(&record.sandbox_id).ok()??;
+        let parent = handle.lock().await.cgroup_parent.clone();
+        berth_cgroups::container_cgroup(self.context().sandboxes.driver, &parent, &record.id)
+            .ok()
+            .map(|location| location.path)
+    }
+
+    /// CPU, memory and swap messages for a reading of `id`'s cgroup; the
+    /// nano-cores rate comes from `id`'s previous sample.
+    pub(super) fn usage_messages(
+        &self,
+        id: &str,
+        reading: &Reading,
+    ) -> (Option<CpuUsage>, Option<MemoryUsage>, Option<SwapUsage>) {
+        let Some(stats) = &reading.stats else {
+            return (None, None, None);
+        };
+        let cpu = stats.cpu.map(|cpu| {
+            let rate = self.context().cpu_samples.rate(
+                id,
+                CpuSample {
+                    at_ns: reading.at,
+                    usage_ns: cpu.usage_ns,
+                },
+            );
+            cpu_usage(reading.at, cpu.usage_ns, rate)
+        });
+        let memory = stats.memory.map(|memory| memory_usage(reading.at, &memory));
+        let swap = stats
+            .memory
+            .and_then(|memory| swap_usage(reading.at, &memory));
+        (cpu, memory, swap)
+    }
+}
+
+/// Reads the cgroup at `path` now; no path or no cgroup is no stats.
+pub(super) fn read_cgroup(cgroups: &berth_cgroups::CgroupfsManager, path: Option<&str>) -> Reading {
+    let stats = path
+        .and_then(|path| cgroups.stats_dirs(path).ok())
+        .and_then(|dirs| berth_cgroups::stats::read(&dirs).ok());
+    Reading {
+        at: now_nanos(),
+        stats,
+    }
+}
+
+fn value(value: u64) -> Option<UInt64Value> {
+    Some(UInt64Value { value })
+}
+
+/// CRI cpu usage: cumulative core-nanoseconds, and the rate if known.
+pub(super) fn cpu_usage(at: i64, usage_ns: u64, nano_cores: Option<u64>) -> CpuUsage {
+    CpuUsage {
+        timestamp: at,
+        usage_core_nano_seconds: value(usage_ns),
+        usage_nano_cores: nano_cores.and_then(value),
+        psi: None,
+    }
+}
+
+/// CRI memory usage. Available bytes is the limit minus the working set,
+/// and only exists under a limit (as in kubelet's cadvisor stats).
+pub(super) fn memory_usage(at: i64, memory: &MemoryStats) -> MemoryUsage {
+    MemoryUsage {
+        timestamp: at,
+        working_set_bytes: value(memory.working_set_bytes),
+        available_bytes: memory
+            .limit_bytes
+            .and_then(|limit| value(limit.saturating_sub(memory.working_set_bytes))),
+        usage_bytes: value(memory.usage_bytes),
+        rss_bytes: value(memory.rss_bytes),
+        page_faults: value(memory.page_faults),
+        major_page_faults: value(memory.major_page_faults),
+        psi: None,
+    }
+}
+
+/// CRI swap usage, when swap is accounted.
+pub(super) fn swap_usage(at: i64, memory: &MemoryStats) -> Option<SwapUsage> {
+    let used = memory.swap_usage_bytes?;
+    Some(SwapUsage {
+        timestamp: at,
+        swap_available_bytes: memory
+            .swap_limit_bytes
+            .and_then(|limit| value(limit.saturating_sub(used))),
+        swap_usage_bytes: value(used),
+    })
+}
+
+/// The writable layer's usage, on the filesystem of `mountpoint`.
+fn writable_layer(usage: DiskUsage, at: i64, mountpoint: &str) -> FilesystemUsage {
+    FilesystemUsage {
+        timestamp: at,
+        fs_id: Some(FilesystemIdentifier {
+            mountpoint: mountpoint.to_string(),
+        }),
+        used_bytes: value(usage.bytes),
+        inodes_used: value(usage.inodes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(limit: Option<u64>, swap: Option<u64>) -> MemoryStats {
+        MemoryStats {
+            usage_bytes: 100,
+            working_set_bytes: 60,
+            rss_bytes: 40,
+            page_faults: 7,
+            major_page_faults: 1,
+            limit_bytes: limit,
+            swap_usage_bytes: swap,
+            swap_limit_bytes: limit,
+        }
+    }
+
+    #[test]
+    fn available_memory_only_under_a_limit() {
+        let limited = memory_usage(5, &memory(Some(100), None));
+        assert_eq!(limited.available_bytes, value(40));
+        assert_eq!(limited.working_set_bytes, value(60));
+        assert_eq!(limited.timestamp, 5);
+        assert_eq!(memory_usage(5, &memory(None, None)).available_bytes, None);
+    }
+
+    #[test]
+    fn swap_only_when_accounted() {
+        assert_eq!(swap_usage(1, &memory(None, None)), None);
+        let swap = swap_usage(1, &memory(Some(100), Some(30))).unwrap();
+        assert_eq!(swap.swap_usage_bytes, value(30));
+        assert_eq!(swap.swap_available_bytes, value(70));
+    }
+
+    #[test]
+    fn first_cpu_sample_has_no_rate() {
+        let cpu = cpu_usage(9, 1234, None);
+        assert_eq!(cpu.usage_core_nano_seconds, value(1234));
+        assert_eq!(cpu.usage_nano_cores, None);
+    }
+}

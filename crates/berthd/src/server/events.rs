@@ -1,0 +1,162 @@
+//! `GetContainerEvents`, and the emission of lifecycle events: each event
+//! carries the pod sandbox status and the statuses of every container of
+//! the pod, which is what kubelet's evented PLEG rebuilds a pod from.
+
+use berth_shim::protocol::Status as ShimStatus;
+use cri_api::v1::{
+    ContainerEventResponse, ContainerEventType, ContainerStatus, PodSandboxState, PodSandboxStatus,
+};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use super::{CriService, ResponseStream};
+use crate::clock::now_nanos;
+use crate::container::store::ContainerRecord;
+use crate::sandbox::store::SandboxState;
+
+impl CriService {
+    pub(super) async fn serve_get_container_events(
+        &self,
+    ) -> Result<ResponseStream<ContainerEventResponse>, Status> {
+        let receiver = self.context().events.subscribe();
+        let stream = futures_util::stream::unfold(Some(receiver), |receiver| async move {
+            let mut receiver = receiver?;
+            match receiver.recv().await {
+                Ok(event) => Some((Ok(event), Some(receiver))),
+                // A subscriber that fell behind is told, and its stream
+                // ends: it must resync (kubelet relists), as events it
+                // missed are gone.
+                Err(RecvError::Lagged(missed)) => Some((
+                    Err(Status::aborted(format!(
+                        "event subscriber fell behind: {missed} events dropped; subscribe again"
+                    ))),
+                    None,
+                )),
+                Err(RecvError::Closed) => None,
+            }
+        });
+        Ok(Box::pin(stream))
+    }
+
+    /// Emits a container event (if it follows the container's last one).
+    pub(crate) async fn emit_container_event(
+        &self,
+        container_id: &str,
+        sandbox_id: &str,
+        kind: ContainerEventType,
+    ) {
+        let context = self.context();
+        context
+            .events
+            .emit(
+                container_id,
+                kind,
+                self.build_event(container_id, sandbox_id, kind),
+            )
+            .await;
+        if kind == ContainerEventType::ContainerDeletedEvent {
+            context.cpu_samples.forget(container_id);
+        }
+    }
+
+    /// Emits a sandbox event: the sandbox id stands in the container id.
+    pub(crate) async fn emit_sandbox_event(&self, sandbox_id: &str, kind: ContainerEventType) {
+        self.emit_container_event(sandbox_id, sandbox_id, kind)
+            .await;
+    }
+
+    /// The last event of a container or sandbox, if it has one.
+    pub(crate) async fn last_event(&self, id: &str) -> Option<ContainerEventType> {
+        self.context().events.last(id).await
+    }
+
+    async fn build_event(
+        &self,
+        id: &str,
+        sandbox_id: &str,
+        kind: ContainerEventType,
+    ) -> ContainerEventResponse {
+        let sandbox = match self.context().sandboxes.find(sandbox_id) {
+            Ok(Some(handle)) => Some(handle.lock().await.clone()),
+            _ => None,
+        };
+        let pod_sandbox_status = match &sandbox {
+            Some(record) => super::sandbox_status::to_status(record),
+            // Removed already: its id, and that it is not ready.
+            None => PodSandboxStatus {
+                id: sandbox_id.to_string(),
+                state: PodSandboxState::SandboxNotready as i32,
+                ..Default::default()
+            },
+        };
+        let mut containers_statuses = Vec::new();
+        for record in self.context().containers.of_sandbox(sandbox_id).await {
+            containers_statuses.push(self.event_container_status(&record).await);
+        }
+        ContainerEventResponse {
+            container_id: id.to_string(),
+            container_event_type: kind as i32,
+            created_at: now_nanos(),
+            pod_sandbox_status: Some(pod_sandbox_status),
+            containers_statuses,
+        }
+    }
+
+    async fn event_container_status(&self, record: &ContainerRecord) -> ContainerStatus {
+        let state = self.context().containers.state(record).await;
+        super::container_status::to_status(record, state.as_ref())
+    }
+
+    /// At start-up: records where every container and sandbox already is
+    /// (no event for them), watches running containers for their exit, and
+    /// turns exits into STOPPED events from then on.
+    pub async fn start_events(&self, mut exits: mpsc::UnboundedReceiver<String>) {
+        let context = self.context();
+        for handle in context.sandboxes.store.all() {
+            let record = handle.lock().await.clone();
+            let kind = match record.state {
+                SandboxState::Ready => ContainerEventType::ContainerStartedEvent,
+                _ => ContainerEventType::ContainerStoppedEvent,
+            };
+            context.events.seed(&record.id, kind).await;
+        }
+        for handle in context.containers.store.all() {
+            let record = handle.lock().await.clone();
+            let state = context.containers.state(&record).await;
+            let kind = match state.map(|state| state.status) {
+                Some(ShimStatus::Created) => ContainerEventType::ContainerCreatedEvent,
+                Some(ShimStatus::Running) => ContainerEventType::ContainerStartedEvent,
+                _ => ContainerEventType::ContainerStoppedEvent,
+            };
+            context.events.seed(&record.id, kind).await;
+            if kind == ContainerEventType::ContainerStartedEvent {
+                self.watch_exit(&record);
+            }
+        }
+        let service = self.clone();
+        tokio::spawn(async move {
+            while let Some(id) = exits.recv().await {
+                let Ok(record) = service.context().containers.get(&id).await else {
+                    continue;
+                };
+                service
+                    .emit_container_event(
+                        &record.id,
+                        &record.sandbox_id,
+                        ContainerEventType::ContainerStoppedEvent,
+                    )
+                    .await;
+            }
+        });
+    }
+
+    /// Starts watching a started container for its exit.
+    pub(crate) fn watch_exit(&self, record: &ContainerRecord) {
+        if let Some(watcher) = &self.context().exit_watcher {
+            if let Err(err) = watcher.watch(&record.id, &record.shim_dir) {
+                tracing::warn!(container = %record.id, error = %err, "cannot watch for the container's exit");
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! `PodSandboxStats`, `ListPodSandboxStats` and `StreamPodSandboxStats`.
+//!
+//! A pod's usage is the sum of its sandbox cgroup (the infra process) and
+//! its containers' cgroups, which are siblings under the pod's parent: the
+//! parent itself may be shared by many pods (berth's default parent).
+
+use berth_cgroups::stats::CgroupStats;
+use cri_api::v1::{
+    LinuxPodSandboxStats, ListPodSandboxStatsRequest, ListPodSandboxStatsResponse,
+    NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes, PodSandboxStats,
+    PodSandboxStatsFilter, PodSandboxStatsRequest, PodSandboxStatsResponse, ProcessUsage,
+    StreamPodSandboxStatsRequest, StreamPodSandboxStatsResponse, UInt64Value,
+};
+use tonic::Status;
+
+use super::container_stats::{read_cgroup, Reading};
+use super::{CriService, ResponseStream};
+use crate::clock::now_nanos;
+use crate::net_stats::{InterfaceCounters, NetCounters};
+use crate::sandbox::labels_match;
+use crate::sandbox::store::{SandboxRecord, SandboxState};
+
+/// Stats per `StreamPodSandboxStats` message.
+const STATS_PER_MESSAGE: usize = 100;
+
+impl CriService {
+    pub(super) async fn serve_pod_sandbox_stats(
+        &self,
+        request: PodSandboxStatsRequest,
+    ) -> Result<PodSandboxStatsResponse, Status> {
+        super::require("pod_sandbox_id", &request.pod_sandbox_id)?;
+        let handle = self
+            .context()
+            .sandboxes
+            .find(&request.pod_sandbox_id)?
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "pod sandbox {:?} not found",
+                    request.pod_sandbox_id
+                ))
+            })?;
+        let record = handle.lock().await.clone();
+        Ok(PodSandboxStatsResponse {
+            stats: Some(self.pod_sandbox_stats(&record).await),
+        })
+    }
+
+    pub(super) async fn serve_list_pod_sandbox_stats(
+        &self,
+        request: ListPodSandboxStatsRequest,
+    ) -> Result<ListPodSandboxStatsResponse, Status> {
+        Ok(ListPodSandboxStatsResponse {
+            stats: self.filtered_sandbox_stats(request.filter).await,
+        })
+    }
+
+    pub(super) async fn serve_stream_pod_sandbox_stats(
+        &self,
+        request: StreamPodSandboxStatsRequest,
+    ) -> Result<ResponseStream<StreamPodSandboxStatsResponse>, Status> {
+        let stats = self.filtered_sandbox_stats(request.filter).await;
+        let chunks: Vec<Result<StreamPodSandboxStatsResponse, Status>> = stats
+            .chunks(STATS_PER_MESSAGE)
+            .map(|chunk| {
+                Ok(StreamPodSandboxStatsResponse {
+                    pod_sandbox_stats: chunk.to_vec(),
+                })
+            })
+            .collect();
+        Ok(Box::pin(tokio_stream::iter(chunks)))
+    }
+
+    async fn filtered_sandbox_stats(
+        &self,
+        filter: Option<PodSandboxStatsFilter>,
+    ) -> Vec<PodSandboxStats> {
+        let filter = filter.unwrap_or_default();
+        let mut records = Vec::new();
+        for handle in self.context().sandboxes.store.all() {
+            let record = handle.lock().await.clone();
+            if record.id.starts_with(&filter.id)
+                && labels_match(&record.decode_config().labels, &filter.label_selector)
+            {
+                records.push(record);
+            }
+        }
+        let mut stats = Vec::with_capacity(records.len());
+        for record in &records {
+            stats.push(self.pod_sandbox_stats(record).await);
+        }
+        stats
+    }
+
+    /// A pod's cpu, memory, process count and network, and the stats of
+    /// each of its containers.
+    pub(super) async fn pod_sandbox_stats(&self, record: &SandboxRecord) -> PodSandboxStats {
+        let containers = self.context().containers.of_sandbox(&record.id).await;
+        let mut container_stats = Vec::with_capacity(containers.len());
+        for container in &containers {
+            container_stats.push(self.container_stats(container).await);
+        }
+        let reading = self.pod_reading(record).await;
+        let (cpu, memory, _) = self.usage_messages(&record.id, &reading);
+        let process = reading
+            .stats
+            .as_ref()
+            .and_then(|stats| stats.pids)
+            .map(|pids| ProcessUsage {
+                timestamp: reading.at,
+                process_count: Some(UInt64Value {
+                    value: pids.current,
+                }),
+            });
+        let network = match (&record.state, record.namespaces.get("net")) {
+            (SandboxState::Ready, Some(netns)) => match crate::net_stats::read(netns).await {
+                Ok(counters) => Some(network_usage(now_nanos(), &counters)),
+                Err(err) => {
+                    tracing::debug!(sandbox = %record.id, error = %err, "pod network stats");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let config = record.decode_config();
+        PodSandboxStats {
+            attributes: Some(PodSandboxAttributes {
+                id: record.id.clone(),
+                metadata: config.metadata.clone(),
+                labels: config.labels.clone(),
+                annotations: config.annotations.clone(),
+            }),
+            linux: Some(LinuxPodSandboxStats {
+                cpu,
+                memory,
+                network,
+                process,
+                containers: container_stats,
+                io: None,
+            }),
+            windows: None,
+        }
+    }
+
+    /// The sandbox cgroup and its containers' cgroups, added up.
+    async fn pod_reading(&self, record: &SandboxRecord) -> Reading {
+        let mut paths = vec![record.cgroup_path.clone()];
+        for container in self.context().containers.of_sandbox(&record.id).await {
+            if let Ok(location) = berth_cgroups::container_cgroup(
+                self.context().sandboxes.driver,
+                &record.cgroup_parent,
+                &container.id,
+            ) {
+                paths.push(location.path);
+            }
+        }
+        let cgroups = self.context().containers.cgroups.clone();
+        let summed = tokio::task::spawn_blocking(move || {
+            let mut sum: Option<CgroupStats> = None;
+            let mut at = now_nanos();
+            for path in &paths {
+                let reading = read_cgroup(&cgroups, Some(path));
+                at = reading.at;
+                if let Some(stats) = reading.stats {
+                    sum.get_or_insert_with(CgroupStats::default)
+                        .accumulate(&stats);
+                }
+            }
+            Reading { at, stats: sum }
+        })
+        .await;
+        summed.unwrap_or_else(|_| Reading {
+            at: now_nanos(),
+            stats: None,
+        })
+    }
+}
+
+fn interface_usage(counters: &InterfaceCounters) -> NetworkInterfaceUsage {
+    let value = |value| Some(UInt64Value { value });
+    NetworkInterfaceUsage {
+        name: counters.name.clone(),
+        rx_bytes: value(counters.rx_bytes),
+        rx_errors: value(counters.rx_errors),
+        tx_bytes: value(counters.tx_bytes),
+        tx_errors: value(counters.tx_errors),
+    }
+}
+
+/// CRI network usage; the default interface is the default route's, else
+/// `eth0` (the name CNI plugins give the pod's interface).
+pub(super) fn network_usage(at: i64, counters: &NetCounters) -> NetworkUsage {
+    let default_name = counters.default_interface.as_deref().unwrap_or("eth0");
+    NetworkUsage {
+        timestamp: at,
+        default_interface: counters
+            .interfaces
+            .iter()
+            .find(|iface| iface.name == default_name)
+            .map(interface_usage),
+        interfaces: counters.interfaces.iter().map(interface_usage).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iface(name: &str, rx: u64) -> InterfaceCounters {
+        InterfaceCounters {
+            name: name.into(),
+            rx_bytes: rx,
+            rx_errors: 0,
+            tx_bytes: 0,
+            tx_errors: 0,
+        }
+    }
+
+    #[test]
+    fn default_interface_follows_the_route_else_eth0() {
+        let counters = NetCounters {
+            interfaces: vec![iface("eth0", 1), iface("net1", 2)],
+            default_interface: Some("net1".into()),
+        };
+        let usage = network_usage(3, &counters);
+        assert_eq!(usage.default_interface.unwrap().name, "net1");
+        assert_eq!(usage.interfaces.len(), 2);
+        let counters = NetCounters {
+            default_interface: None,
+            ..counters
+        };
+        assert_eq!(
+            network_usage(3, &counters)
+                .default_interface
+                .unwrap()
+                .rx_bytes,
+            Some(UInt64Value { value: 1 })
+        );
+    }
+}
