@@ -2,7 +2,6 @@
 //! busybox image built from the host's Debian busybox, pushed to a local
 //! registry and pulled through CRI, and a [`Harness`] that runs pods in
 //! cgroups of the test's own and cleans up whatever a failed test left.
-//! (The same harness as tests/containers.rs, shared.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
