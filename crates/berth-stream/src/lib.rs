@@ -7,6 +7,7 @@
 //! for the processes and connections behind each session.
 
 pub mod runtime;
+pub mod spdy;
 
 pub use runtime::{
     AttachSpec, BoxedReader, BoxedWriter, ExecSpec, SessionError, SessionStreams, StreamRuntime,
