@@ -232,7 +232,9 @@ mod tests {
         // A sync flush ends every block with an empty stored block.
         assert!(first.ends_with(&[0x00, 0x00, 0xff, 0xff]));
         assert_eq!(d.decompress(&first).unwrap(), h1);
-        let h2 = Headers::new().with("streamtype", "stderr").with("port", "80");
+        let h2 = Headers::new()
+            .with("streamtype", "stderr")
+            .with("port", "80");
         let second = c.compress(&h2).unwrap();
         assert_eq!(d.decompress(&second).unwrap(), h2);
     }

@@ -30,8 +30,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::frame::{
-    goaway, rst, Frame, FrameDecoder, FrameEncoder, Setting, FLAG_FIN,
-    SETTINGS_INITIAL_WINDOW_SIZE,
+    goaway, rst, Frame, FrameDecoder, FrameEncoder, Setting, FLAG_FIN, SETTINGS_INITIAL_WINDOW_SIZE,
 };
 use super::header_block::Headers;
 
@@ -77,7 +76,9 @@ pub enum SessionError {
 
 /// The writing half of a stream: bytes written become DATA frames;
 /// shutdown or drop sends FLAG_FIN.
-pub type StreamWriter = tokio::io::WriteHalf<tokio::io::SimplexStream>;
+/// (One end of an in-memory pipe: unlike a split simplex pipe, dropping it
+/// is end of file for the pump.)
+pub type StreamWriter = tokio::io::DuplexStream;
 
 /// One SPDY stream as the application sees it.
 pub struct Stream {
@@ -202,8 +203,8 @@ impl Shared {
     /// Ids the peer may open: odd from clients, even from servers.
     fn is_peer_stream_id(&self, id: u32) -> bool {
         match self.role {
-            Role::Server => id % 2 == 1,
-            Role::Client => id % 2 == 0 && id != 0,
+            Role::Server => !id.is_multiple_of(2),
+            Role::Client => id.is_multiple_of(2) && id != 0,
         }
     }
 
@@ -232,7 +233,7 @@ impl Shared {
     /// Adds a stream to the table and starts its pump.
     fn register(self: &Arc<Self>, id: u32, headers: Headers, remote_fin: bool) -> Stream {
         let (tx, rx) = mpsc::channel(INBOUND_QUEUE);
-        let (pipe_reader, writer) = tokio::io::simplex(MAX_DATA_CHUNK);
+        let (pipe_reader, writer) = tokio::io::duplex(MAX_DATA_CHUNK);
         let mut inner = lock(&self.inner);
         let window = SendWindow::new(inner.initial_send_window);
         inner.streams.insert(
@@ -268,14 +269,11 @@ async fn pump(
     shared: Arc<Shared>,
     id: u32,
     window: Arc<SendWindow>,
-    mut pipe: tokio::io::ReadHalf<tokio::io::SimplexStream>,
+    mut pipe: tokio::io::DuplexStream,
 ) {
     let mut buf = vec![0u8; MAX_DATA_CHUNK];
     loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        let n = pipe.read(&mut buf).await.unwrap_or_default();
         if n == 0 {
             if window.reset.load(Ordering::SeqCst) {
                 return;
@@ -295,11 +293,7 @@ async fn pump(
             let Some(k) = window.take(n - sent, &shared.enforce_windows).await else {
                 return;
             };
-            let Some(m) = shared
-                .session_window
-                .take(k, &shared.enforce_windows)
-                .await
-            else {
+            let Some(m) = shared.session_window.take(k, &shared.enforce_windows).await else {
                 return;
             };
             // Give back what the session window did not cover.
@@ -385,7 +379,11 @@ pub struct Session {
 impl Session {
     /// Starts the session's tasks on `io`. New streams the peer opens arrive
     /// on the returned receiver (a server replies to each with SYN_REPLY).
-    pub fn start<T>(io: T, role: Role, config: SessionConfig) -> (Session, mpsc::UnboundedReceiver<Stream>)
+    pub fn start<T>(
+        io: T,
+        role: Role,
+        config: SessionConfig,
+    ) -> (Session, mpsc::UnboundedReceiver<Stream>)
     where
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
@@ -640,8 +638,7 @@ async fn handle_frame(
         } => {
             let refuse = {
                 let mut inner = lock(&shared.inner);
-                if !shared.is_peer_stream_id(stream_id) || stream_id <= inner.last_peer_stream_id
-                {
+                if !shared.is_peer_stream_id(stream_id) || stream_id <= inner.last_peer_stream_id {
                     Some(rst::PROTOCOL_ERROR)
                 } else {
                     inner.last_peer_stream_id = stream_id;
@@ -732,8 +729,8 @@ async fn handle_frame(
         Frame::Ping { id } => {
             // Echo the peer's pings; ours come back with our own parity.
             let ours = match shared.role {
-                Role::Client => id % 2 == 1,
-                Role::Server => id % 2 == 0,
+                Role::Client => !id.is_multiple_of(2),
+                Role::Server => id.is_multiple_of(2),
             };
             if !ours {
                 shared.send_control(Frame::Ping { id });
