@@ -17,3 +17,4 @@ pub mod root_lock;
 pub mod sandbox;
 pub mod server;
 pub mod state_store;
+pub mod stream_runtime;
