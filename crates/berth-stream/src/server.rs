@@ -83,7 +83,18 @@ impl StreamServer {
         config: StreamServerConfig,
         runtime: Arc<R>,
     ) -> std::io::Result<StreamServer> {
-        let listener = TcpListener::bind(SocketAddr::new(config.address, config.port)).await?;
+        Self::bind(config, runtime)
+    }
+
+    /// As [`StreamServer::start`], for callers that are not async but run
+    /// inside a tokio runtime (it spawns the accept loop there).
+    pub fn bind<R: StreamRuntime>(
+        config: StreamServerConfig,
+        runtime: Arc<R>,
+    ) -> std::io::Result<StreamServer> {
+        let listener = std::net::TcpListener::bind(SocketAddr::new(config.address, config.port))?;
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
         let local_addr = listener.local_addr()?;
         // An unspecified address is not one a client can dial.
         let url_addr = match local_addr.ip() {

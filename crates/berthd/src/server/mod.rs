@@ -5,6 +5,7 @@
 mod container_exec;
 mod container_run;
 mod container_status;
+mod container_stream;
 mod image_fs_info;
 mod image_pull;
 mod image_remove;
@@ -22,6 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_image::pull::ImagePuller;
+use berth_stream::StreamServer;
 
 use crate::container::ContainerManager;
 use crate::sandbox::SandboxManager;
@@ -41,6 +43,8 @@ pub struct RuntimeContext {
     pub sandboxes: Arc<SandboxManager>,
     /// Containers.
     pub containers: Arc<ContainerManager>,
+    /// The streaming server that Exec, Attach and PortForward hand URLs of.
+    pub streams: StreamServer,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).
