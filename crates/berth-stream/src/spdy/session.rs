@@ -554,6 +554,13 @@ async fn write_loop<W: AsyncWrite>(
                 }
             }
             Control::Shutdown => {
+                // Control frames overtake data; what the pumps queued before
+                // the shutdown still belongs on the wire.
+                while let Ok(frame) = data.try_recv() {
+                    if encoder.encode(&frame, &mut buf).is_err() {
+                        break;
+                    }
+                }
                 let _ = io.write_all(&buf).await;
                 let _ = io.flush().await;
                 let _ = io.shutdown().await;
