@@ -132,14 +132,16 @@ struct Harness {
 }
 
 async fn harness() -> Harness {
+    harness_with(StreamServerConfig::default()).await
+}
+
+async fn harness_with(config: StreamServerConfig) -> Harness {
     let (tx, rx) = mpsc::unbounded_channel();
     let runtime = Arc::new(Fake {
         pod_port: upper_server().await,
         dropped: tx,
     });
-    let server = StreamServer::start(StreamServerConfig::default(), runtime)
-        .await
-        .unwrap();
+    let server = StreamServer::start(config, runtime).await.unwrap();
     Harness {
         server,
         dropped: Mutex::new(rx),
@@ -593,4 +595,43 @@ async fn websocket_tunnelled_spdy_port_forward() {
     let (session, _incoming) =
         Session::start(WsTunnel::new(ws), Role::Client, SessionConfig::default());
     forward_twice(&session).await;
+}
+
+#[tokio::test]
+async fn a_client_that_opens_too_few_streams_is_disconnected() {
+    let h = harness_with(StreamServerConfig {
+        stream_creation_timeout: Duration::from_millis(200),
+        ..StreamServerConfig::default()
+    })
+    .await;
+    let url = h
+        .server
+        .exec_url(exec(&["exit", "0"], false, true, false, false))
+        .unwrap();
+    let session = spdy_client(&url, "v4.channel.k8s.io").await;
+    // Only the error stream; the server waits for stdout too, then gives up.
+    let mut error = open(&session, "error");
+    session.closed().await;
+    assert_eq!(read_all(&mut error).await, "");
+}
+
+#[tokio::test]
+async fn idle_sessions_are_closed_and_their_exec_dropped() {
+    let h = harness_with(StreamServerConfig {
+        idle_timeout: Duration::from_millis(300),
+        ..StreamServerConfig::default()
+    })
+    .await;
+    let url = h
+        .server
+        .exec_url(exec(&["hang"], false, true, false, false))
+        .unwrap();
+    let session = spdy_client(&url, "v4.channel.k8s.io").await;
+    let _error = open(&session, "error");
+    let mut stdout = open(&session, "stdout");
+    let mut started = [0u8; 7];
+    stdout.reader.read_exact(&mut started).await.unwrap();
+    // No traffic from here on: the server closes the session.
+    session.closed().await;
+    assert_eq!(h.dropped.lock().await.recv().await, Some(()));
 }

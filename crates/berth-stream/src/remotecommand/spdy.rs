@@ -126,6 +126,9 @@ pub async fn serve<R, T>(
         Ok(false) => return,
         Err(_) => {
             tracing::debug!("timed out waiting for client to create streams");
+            // Our halves close (FLAG_FIN) before the GOAWAY.
+            drop(ch);
+            drop(extra);
             session.shutdown(timeouts.grace).await;
             return;
         }

@@ -4,8 +4,8 @@
 //! base64. `v5.channel.k8s.io` adds the close signal: a message on channel
 //! 255 whose one byte names a channel the sender will not write again.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
@@ -131,13 +131,17 @@ pub async fn serve<R, T>(
     let opts = target.options();
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Message>(16);
+    // Traffic either way keeps the session from idling out.
+    let last_activity = Arc::new(Mutex::new(Instant::now()));
 
     // One writer owns the sink; closing the channel sends a normal close.
+    let written = last_activity.clone();
     let writer = tokio::spawn(async move {
         while let Some(message) = out_rx.recv().await {
             if sink.send(message).await.is_err() {
                 return;
             }
+            *written.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         }
         let _ = sink
             .send(Message::Close(Some(CloseFrame {
@@ -183,10 +187,27 @@ pub async fn serve<R, T>(
         let mut stdin = opts.stdin.then_some(stdin_writer);
         let mut resize = opts.tty.then_some((ResizeDecoder::default(), resize_tx));
         loop {
-            let message = match tokio::time::timeout(idle, source.next()).await {
-                Ok(Some(Ok(m))) => m,
-                _ => break,
-            };
+            let since = last_activity
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed();
+            let message =
+                match tokio::time::timeout(idle.saturating_sub(since), source.next()).await {
+                    Ok(Some(Ok(m))) => m,
+                    Ok(_) => break,
+                    Err(_) => {
+                        let since = last_activity
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .elapsed();
+                        if since >= idle {
+                            tracing::debug!("WebSocket session idle, closing");
+                            break;
+                        }
+                        continue;
+                    }
+                };
+            *last_activity.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
             if let Message::Close(_) = message {
                 break;
             }
