@@ -341,6 +341,9 @@ impl AsyncRead for StreamReader {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         if this.pending.is_empty() {
             match this.rx.poll_recv(cx) {
                 Poll::Ready(Some(chunk)) => this.pending = chunk,
