@@ -10,7 +10,9 @@
 # CRITEST_METRICS_PORT (berthd's metrics endpoint, default 19464),
 # CRITEST_TIMEOUT (suite timeout, default 20m), CRITEST_FOCUS (a
 # regexp to run only some specs while developing; then the comparison with
-# the expected-failures list covers only what ran), CRITEST_KEEP=1 keeps the
+# the expected-failures list covers only what ran), CRITEST_EXTRA_ARGS
+# (more critest flags, split on whitespace, e.g. "--websocket-exec
+# --websocket-attach --websocket-portforward"), CRITEST_KEEP=1 keeps the
 # work dir (logs, report) for inspection.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -146,6 +148,11 @@ critest_args=(
   --ginkgo.no-color
 )
 [[ -n "${CRITEST_FOCUS:-}" ]] && critest_args+=(--ginkgo.focus "$CRITEST_FOCUS")
+if [[ -n "${CRITEST_EXTRA_ARGS:-}" ]]; then
+  read -r -a extra_args <<<"$CRITEST_EXTRA_ARGS"
+  critest_args+=("${extra_args[@]}")
+  log "extra critest flags: ${extra_args[*]}"
+fi
 
 log "running critest (suite timeout $suite_timeout)"
 set +e

@@ -18,3 +18,10 @@ cargo test --workspace --locked
 
 echo "== critest" >&2
 bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"
+
+# crictl and kubelet are moving to WebSocket streaming: the Streaming specs
+# once more, over WebSocket (port-forward as SPDY tunnelled in WebSocket).
+echo "== critest (Streaming over WebSocket)" >&2
+CRITEST_FOCUS='Streaming' \
+  CRITEST_EXTRA_ARGS='--websocket-exec --websocket-attach --websocket-portforward' \
+  bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"

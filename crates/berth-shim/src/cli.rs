@@ -31,6 +31,15 @@ pub struct Args {
     /// The container has a terminal (process.terminal in config.json).
     #[arg(long)]
     pub tty: bool,
+    /// Keep the container's stdin open for attachers (CRI `stdin`):
+    /// the write end of its stdin pipe, or the pty master with `--tty`.
+    /// Without it the container's stdin is /dev/null.
+    #[arg(long)]
+    pub stdin: bool,
+    /// Close the container's stdin once the first attacher's stdin ended
+    /// (CRI `stdin_once`).
+    #[arg(long, requires = "stdin")]
+    pub stdin_once: bool,
     /// Longest log line before it is split into partial records (0: no limit).
     #[arg(long, default_value_t = DEFAULT_MAX_LINE)]
     pub max_log_line: usize,
@@ -55,6 +64,8 @@ mod tests {
             "--log",
             "/l/c.log",
             "--tty",
+            "--stdin",
+            "--stdin-once",
         ])
         .expect("parse");
         assert_eq!(a.id, "c1");
@@ -63,6 +74,7 @@ mod tests {
         assert_eq!(a.dir, PathBuf::from("/d"));
         assert_eq!(a.log, Some(PathBuf::from("/l/c.log")));
         assert!(a.tty);
+        assert!(a.stdin && a.stdin_once);
         assert_eq!(a.max_log_line, 16384);
     }
 
@@ -82,6 +94,7 @@ mod tests {
         .expect("parse");
         assert_eq!(a.log, None);
         assert!(!a.tty);
+        assert!(!a.stdin && !a.stdin_once);
         assert!(Args::try_parse_from(["berth-shim", "--id", "c1"]).is_err());
     }
 }

@@ -3,8 +3,8 @@
 //! answer (exec, shutdown) the connection reads no further requests, so
 //! answers stay in request order.
 
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io::{self, IoSlice, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
 use crate::protocol::Response;
@@ -17,6 +17,9 @@ pub struct Conn {
     stream: UnixStream,
     inbuf: Vec<u8>,
     outbuf: Vec<u8>,
+    /// Fds to send with the byte at this offset of `outbuf` (the start of
+    /// a `session` answer).
+    fds_at: Option<(usize, Vec<OwnedFd>)>,
     read_closed: bool,
     broken: bool,
     hangup: bool,
@@ -37,6 +40,7 @@ impl Conn {
             stream,
             inbuf: Vec::new(),
             outbuf: Vec::new(),
+            fds_at: None,
             read_closed: false,
             broken: false,
             hangup: false,
@@ -133,13 +137,37 @@ impl Conn {
         self.flush();
     }
 
+    /// Queues a response line that carries `fds` (SCM_RIGHTS) with its
+    /// first byte. Only one such line may be queued at a time; the fds are
+    /// closed here once sent.
+    pub fn send_with_fds(&mut self, response: &Response, fds: Vec<OwnedFd>) {
+        if self.fds_at.is_some() {
+            tracing::error!("fds already queued on this connection; refusing more");
+            self.broken = true;
+            return;
+        }
+        self.fds_at = Some((self.outbuf.len(), fds));
+        self.send(response);
+    }
+
     /// Sends what the socket takes without blocking.
     pub fn flush(&mut self) {
         while !self.outbuf.is_empty() && !self.broken {
-            match self.stream.write(&self.outbuf) {
+            let sent = match &self.fds_at {
+                Some((0, fds)) => send_fds(&self.stream, &self.outbuf, fds),
+                Some((at, _)) => self.stream.write(&self.outbuf[..*at]),
+                None => self.stream.write(&self.outbuf),
+            };
+            match sent {
                 Ok(0) => self.broken = true,
                 Ok(n) => {
                     self.outbuf.drain(..n);
+                    self.fds_at = match self.fds_at.take() {
+                        // sent with this write: ours are closed now
+                        Some((0, _)) => None,
+                        Some((at, fds)) => Some((at - n, fds)),
+                        None => None,
+                    };
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -159,6 +187,23 @@ impl Conn {
             self.outbuf.clear();
         }
     }
+}
+
+/// One `sendmsg` of (a prefix of) `data` with `fds` attached.
+fn send_fds(stream: &UnixStream, data: &[u8], fds: &[OwnedFd]) -> io::Result<usize> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let iov = [IoSlice::new(data)];
+    let cmsgs = [ControlMessage::ScmRights(&raw)];
+    let cmsgs: &[ControlMessage<'_>] = if raw.is_empty() { &[] } else { &cmsgs };
+    sendmsg::<()>(
+        stream.as_raw_fd(),
+        &iov,
+        cmsgs,
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(io::Error::from)
 }
 
 #[cfg(test)]
@@ -207,6 +252,34 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], r#"{"result":"ok"}"#);
         assert!(lines[1].contains("bad_request"));
+    }
+
+    #[test]
+    fn fds_travel_with_their_line() {
+        use crate::client::read_line_with_fds;
+        let (mut c, peer) = pair();
+        c.send(&Response::Ok);
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        c.send_with_fds(&Response::Exited { exit_code: 1 }, vec![w]);
+        c.send(&Response::Ok);
+        assert!(!c.wants_write());
+        let mut leftover = Vec::new();
+        let (line, fds) = read_line_with_fds(&peer, &mut leftover).expect("line 1");
+        assert_eq!(line, br#"{"result":"ok"}"#);
+        let mut fds = fds;
+        if fds.is_empty() {
+            let (line, more) = read_line_with_fds(&peer, &mut leftover).expect("line 2");
+            assert_eq!(line, br#"{"result":"exited","exit_code":1}"#);
+            fds = more;
+        }
+        assert_eq!(fds.len(), 1, "the pipe's write end arrived");
+        // the write end we got is the pipe's: what we write, r reads
+        let mut w = std::fs::File::from(fds.pop().expect("fd"));
+        w.write_all(b"x").expect("write");
+        let mut r = std::fs::File::from(r);
+        let mut b = [0u8; 1];
+        r.read_exact(&mut b).expect("read");
+        assert_eq!(&b, b"x");
     }
 
     #[test]

@@ -57,6 +57,18 @@ impl ShimFiles {
         self.dir.join("exec-process.json")
     }
 
+    /// The attach socket: the container's output and stdin, framed
+    /// (see [`crate::attach`]).
+    pub fn attach_socket(&self) -> PathBuf {
+        self.dir.join("attach.sock")
+    }
+
+    /// Where libcontainer sends the pty master of a tty exec session
+    /// (exists only while the session starts).
+    pub fn exec_console_socket(&self) -> PathBuf {
+        self.dir.join("exec-console.sock")
+    }
+
     /// Where libcontainer sends the pty master of a `--tty` container.
     pub fn console_socket(&self) -> PathBuf {
         self.dir.join("console.sock")

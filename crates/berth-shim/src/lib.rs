@@ -5,10 +5,13 @@
 //! parent and child subreaper of the container's init, it copies the
 //! container's output into the CRI log file, runs exec sessions, writes the
 //! exit file when the init exits, and answers a small JSON-lines protocol on
-//! `<dir>/shim.sock` (see [`protocol`]). It never depends on berthd being
+//! `<dir>/shim.sock` (see [`protocol`]). Attachers connect to
+//! `<dir>/attach.sock` (see [`attach`]). It never depends on berthd being
 //! alive. Single-threaded, no async runtime: libcontainer forks with raw
 //! `clone3` and must not be called from a multi-threaded process.
 
+pub mod attach;
+pub mod attach_hub;
 pub mod bundle;
 pub mod cli;
 pub mod client;
@@ -25,6 +28,7 @@ pub mod protocol;
 pub mod reaper;
 pub mod runtime;
 pub mod server;
+pub mod session;
 pub mod setup;
 pub mod signal;
 pub mod timestamp;
@@ -80,7 +84,9 @@ pub fn run(args: &Args) -> i32 {
 fn start(cfg: ShimConfig) -> Result<Server, SetupError> {
     let sigfd = setup::sigchld_fd()?;
     let created = setup::create(&cfg)?;
-    let listener = match setup::listen(&cfg.files) {
+    let listeners =
+        setup::listen(&cfg.files).and_then(|l| setup::listen_attach(&cfg.files).map(|a| (l, a)));
+    let (listener, attach) = match listeners {
         Ok(l) => l,
         Err(e) => {
             let mut container = created.container;
@@ -90,7 +96,7 @@ fn start(cfg: ShimConfig) -> Result<Server, SetupError> {
             return Err(e);
         }
     };
-    Ok(Server::new(cfg, created, listener, sigfd))
+    Ok(Server::new(cfg, created, listener, attach, sigfd))
 }
 
 fn failed(error: String) -> Ready {

@@ -1,5 +1,5 @@
 //! One container output stream (a pipe, or the pty master of a `--tty`
-//! container) pumped into the CRI log.
+//! container) pumped into the CRI log, and a copy to attachers.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -41,9 +41,10 @@ impl OutputPipe {
     }
 
     /// Reads what is available (up to one chunk) and writes the completed
-    /// records to `log`. At end of file the partial tail is written too.
-    /// Returns false when nothing more can be read now.
-    pub fn pump(&mut self, log: &mut LogFile) -> bool {
+    /// records to `log`, then hands the raw bytes to `copy`. At end of file
+    /// the partial tail is written too. Returns false when nothing more can
+    /// be read now.
+    pub fn pump(&mut self, log: &mut LogFile, copy: &mut dyn FnMut(Stream, &[u8])) -> bool {
         if self.eof {
             return false;
         }
@@ -56,7 +57,9 @@ impl OutputPipe {
             Ok(n) => {
                 self.splitter
                     .push(&self.buf[..n], &timestamp::now(), &mut out);
-                true
+                log.write(&out);
+                copy(self.splitter.stream(), &self.buf[..n]);
+                return true;
             }
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => false,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => true,
@@ -75,9 +78,9 @@ impl OutputPipe {
 
     /// Reads until the stream would block or ends (bounded, so a writer
     /// that never pauses cannot hold the shim here).
-    pub fn pump_all(&mut self, log: &mut LogFile) {
+    pub fn pump_all(&mut self, log: &mut LogFile, copy: &mut dyn FnMut(Stream, &[u8])) {
         for _ in 0..256 {
-            if !self.pump(log) {
+            if !self.pump(log, copy) {
                 return;
             }
         }

@@ -18,6 +18,19 @@
 //! ← {"result":"error","code":"bad_request","message":"..."}
 //! ```
 //!
+//! An interactive exec session owns its connection:
+//!
+//! ```text
+//! → {"op":"session","args":["sh"],"tty":true,"stdin":true,"stdout":true}
+//! ← {"result":"session","pid":4243,"fds":["pty"]}      (+ the fds, SCM_RIGHTS)
+//!   ... the client reads and writes the process's stdio through the fds ...
+//! ← {"result":"exited","exit_code":0}
+//! ```
+//!
+//! The fds travel with the first byte of the `session` line, in the order
+//! `fds` names them. Closing the connection before `exited` kills the
+//! process. Attach has its own socket and framing: see [`crate::attach`].
+//!
 //! Unknown fields are ignored, so either side can add optional ones.
 
 use serde::{Deserialize, Serialize};
@@ -41,6 +54,9 @@ pub enum Request {
     ReopenLog,
     /// Run a process in the running container and collect its output.
     Exec(ExecRequest),
+    /// Run a process in the running container and hand its stdio (or its
+    /// pty master) to the client; answered twice: `session`, then `exited`.
+    Session(SessionRequest),
     /// Kill the container if it still runs, wait for it, remove its
     /// libcontainer state and cgroup, answer, and exit.
     Shutdown,
@@ -77,6 +93,42 @@ pub struct ExecRequest {
     pub max_output_bytes: Option<usize>,
 }
 
+/// `session`: like `exec`, but interactive. A stream not asked for is
+/// `/dev/null` for the process. With `tty` the process gets a new pty and
+/// the client its master (no separate stderr).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRequest {
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub user: Option<ExecUser>,
+    #[serde(default)]
+    pub tty: bool,
+    #[serde(default)]
+    pub stdin: bool,
+    #[serde(default)]
+    pub stdout: bool,
+    #[serde(default)]
+    pub stderr: bool,
+}
+
+/// One fd handed over with a `session` answer: the client's end of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionFd {
+    /// The pty master: read the output, write the input, resize.
+    Pty,
+    /// The write end of the process's stdin pipe.
+    Stdin,
+    /// The read end of the process's stdout pipe.
+    Stdout,
+    /// The read end of the process's stderr pipe.
+    Stderr,
+}
+
 /// The default cap on each of exec's stdout and stderr (16 MiB, as CRI-O).
 pub const DEFAULT_EXEC_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 
@@ -95,7 +147,19 @@ pub enum Response {
     Ok,
     State(StateInfo),
     Exec(ExecResult),
-    Error { code: ErrorCode, message: String },
+    /// A session started; its fds come with this line.
+    Session {
+        pid: i32,
+        fds: Vec<SessionFd>,
+    },
+    /// The session's process exited: its status, 128+signal when killed.
+    Exited {
+        exit_code: i32,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
 }
 
 impl Response {
@@ -256,6 +320,29 @@ mod tests {
             })
         );
         assert_eq!(e.timeout_s, 3);
+    }
+
+    #[test]
+    fn session_request_and_answers() {
+        let r = parse(json!({"op": "session", "args": ["sh"], "tty": true, "stdin": true}));
+        let Request::Session(s) = r else {
+            panic!("not a session")
+        };
+        assert_eq!(s.args, ["sh"]);
+        assert!(s.tty && s.stdin && !s.stdout && !s.stderr);
+        assert_eq!(s.cwd, None);
+        assert_eq!(
+            serde_json::to_value(Response::Session {
+                pid: 7,
+                fds: vec![SessionFd::Stdin, SessionFd::Stdout, SessionFd::Pty]
+            })
+            .expect("json"),
+            json!({"result": "session", "pid": 7, "fds": ["stdin", "stdout", "pty"]})
+        );
+        assert_eq!(
+            serde_json::to_value(Response::Exited { exit_code: 130 }).expect("json"),
+            json!({"result": "exited", "exit_code": 130})
+        );
     }
 
     #[test]

@@ -155,13 +155,15 @@ impl ContainerRef {
     }
 
     /// Starts a process in the running container; returns its pid once it
-    /// has exec'd.
+    /// has exec'd. A process with a terminal sends its pty master to
+    /// `console` (a listening socket) and uses the pty for its stdio.
     pub fn exec(
         &self,
         process: &ExecProcess,
         stdio: [OwnedFd; 3],
+        console: Option<&Path>,
     ) -> Result<i32, LibcontainerError> {
-        let result = self.build_tenant(process, stdio);
+        let result = self.build_tenant(process, stdio, console);
         let _ = std::fs::remove_file(&process.json_path);
         self.remove_tenant_sockets();
         result
@@ -171,6 +173,7 @@ impl ContainerRef {
         &self,
         process: &ExecProcess,
         stdio: [OwnedFd; 3],
+        console: Option<&Path>,
     ) -> Result<i32, LibcontainerError> {
         let json =
             serde_json::to_vec(&process.process).map_err(LibcontainerError::OtherSerialization)?;
@@ -184,6 +187,7 @@ impl ContainerRef {
             .with_stdin(stdin)
             .with_stdout(stdout)
             .with_stderr(stderr)
+            .with_console_socket(console)
             .as_tenant()
             .with_process(Some(&process.json_path))
             .with_detach(true)
@@ -193,19 +197,19 @@ impl ContainerRef {
 }
 
 impl ContainerRef {
-    /// libcontainer leaves one `tenant-notify-*.sock` per exec in the
-    /// container's state directory; with kubelet probing through ExecSync
-    /// they would pile up. Once `build()` has returned the socket is unused.
+    /// libcontainer leaves one `tenant-notify-*.sock` per exec (and a
+    /// `tenant-tty-*` link per tty exec) in the container's state
+    /// directory; with kubelet probing through ExecSync they would pile up.
+    /// Once `build()` has returned they are unused.
     fn remove_tenant_sockets(&self) {
         let dir = self.state_root.join(&self.id);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return;
         };
         for e in entries.flatten() {
-            if e.file_name()
-                .to_string_lossy()
-                .starts_with("tenant-notify-")
-            {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("tenant-notify-") || name.starts_with("tenant-tty-") {
                 let _ = std::fs::remove_file(e.path());
             }
         }

@@ -53,6 +53,10 @@ pub struct ShimConfig {
     pub files: ShimFiles,
     pub log_path: Option<PathBuf>,
     pub tty: bool,
+    /// Keep the container's stdin for attachers; close it after the first
+    /// attacher's stdin ends.
+    pub stdin: bool,
+    pub stdin_once: bool,
     pub max_log_line: usize,
 }
 
@@ -76,6 +80,8 @@ impl ShimConfig {
             files: ShimFiles::new(dir),
             log_path,
             tty: args.tty,
+            stdin: args.stdin,
+            stdin_once: args.stdin_once,
             max_log_line: args.max_log_line,
         })
     }
@@ -117,11 +123,16 @@ pub fn sigchld_fd() -> Result<SignalFd, SetupError> {
         .map_err(|e| SetupError::Sys("signalfd", e.into()))
 }
 
-/// A created container and the shim's ends of its output.
+/// A created container and the shim's ends of its stdio.
 pub struct Created {
     pub container: Container,
     pub init_pid: i32,
     pub outputs: Vec<OutputPipe>,
+    /// With `--stdin`: the write end of its stdin (a copy of the pty master
+    /// for a tty), non-blocking.
+    pub stdin: Option<OwnedFd>,
+    /// A tty container's pty master (a copy), for resizes.
+    pub pty: Option<OwnedFd>,
     pub log: LogFile,
     pub bundle: BundleInfo,
 }
@@ -136,7 +147,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     }
     let log = LogFile::open(cfg.log_path.clone()).map_err(SetupError::Log)?;
 
-    let (container, outputs) = if cfg.tty {
+    let (container, outputs, stdin, pty) = if cfg.tty {
         let console = ConsoleSocket::bind(&cfg.files.console_socket())
             .map_err(|e| SetupError::Sys("binding the console socket", e))?;
         let container = cfg
@@ -160,18 +171,45 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
                 return Err(err);
             }
         };
+        let copies = (|| {
+            let pty = master.try_clone()?;
+            let stdin = if cfg.stdin {
+                Some(master.try_clone()?)
+            } else {
+                None
+            };
+            Ok::<_, std::io::Error>((stdin, pty))
+        })();
+        let (stdin, pty) = match copies {
+            Ok(c) => c,
+            Err(e) => {
+                let mut container = container;
+                if let Err(d) = container.delete(true) {
+                    tracing::error!(%d, "removing the half-made container");
+                }
+                return Err(SetupError::Sys("copying the pty master", e));
+            }
+        };
         let out = OutputPipe::new(master, Stream::Stdout, cfg.max_log_line);
-        (container, vec![out])
+        (container, vec![out], stdin, Some(pty))
     } else {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let stdin = File::open("/dev/null").map_err(|e| SetupError::Sys("/dev/null", e))?;
+        let (child_stdin, stdin) = if cfg.stdin {
+            // the container's end stays blocking; ours must not block the shim
+            let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| SetupError::Sys("pipe", e.into()))?;
+            set_nonblocking(&w)?;
+            (r, Some(w))
+        } else {
+            let null = File::open("/dev/null").map_err(|e| SetupError::Sys("/dev/null", e))?;
+            (null.into(), None)
+        };
         let container = cfg
             .container
             .create(
                 &cfg.bundle,
                 InitStdio::Pipes {
-                    stdin: stdin.into(),
+                    stdin: child_stdin,
                     stdout: out_w,
                     stderr: err_w,
                 },
@@ -181,7 +219,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             OutputPipe::new(out_r, Stream::Stdout, cfg.max_log_line),
             OutputPipe::new(err_r, Stream::Stderr, cfg.max_log_line),
         ];
-        (container, outputs)
+        (container, outputs, stdin, None)
     };
     let mut container = container;
     let init_pid = match publish_pid(cfg, &container) {
@@ -198,6 +236,8 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         container,
         init_pid,
         outputs,
+        stdin,
+        pty,
         log,
         bundle,
     })
@@ -233,15 +273,23 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<(), SetupError> {
 
 /// Binds the control socket (replacing a stale one).
 pub fn listen(files: &ShimFiles) -> Result<UnixListener, SetupError> {
-    let path = files.socket();
+    bind("control socket", files.socket())
+}
+
+/// Binds the attach socket (replacing a stale one).
+pub fn listen_attach(files: &ShimFiles) -> Result<UnixListener, SetupError> {
+    bind("attach socket", files.attach_socket())
+}
+
+fn bind(what: &'static str, path: PathBuf) -> Result<UnixListener, SetupError> {
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).map_err(|source| SetupError::Path {
-        what: "control socket",
+        what,
         path: path.clone(),
         source,
     })?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| SetupError::Sys("control socket", e))?;
+        .map_err(|e| SetupError::Sys(what, e))?;
     Ok(listener)
 }

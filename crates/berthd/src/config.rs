@@ -6,6 +6,7 @@
 //! silently into a default.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,7 @@ pub struct Config {
     /// RuntimeClass handler names accepted besides the default `""`.
     pub runtime_handlers: Vec<String>,
     pub cni: CniConfig,
+    pub stream: StreamConfig,
     pub registry: RegistryConfig,
     pub metrics: MetricsConfig,
 }
@@ -69,6 +71,7 @@ impl Default for Config {
             default_cgroup_parent: None,
             runtime_handlers: Vec::new(),
             cni: CniConfig::default(),
+            stream: StreamConfig::default(),
             registry: RegistryConfig::default(),
             metrics: MetricsConfig::default(),
         }
@@ -114,6 +117,35 @@ impl Default for CniConfig {
         Self {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             bin_dirs: vec![PathBuf::from("/usr/lib/cni"), PathBuf::from("/opt/cni/bin")],
+        }
+    }
+}
+
+/// The streaming server behind Exec, Attach and PortForward.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamConfig {
+    /// Address the server listens on. Loopback by default: kubelet and
+    /// crictl run on the node and dial the URLs berth hands out.
+    pub address: IpAddr,
+    /// TCP port; 0 picks a free one at start-up.
+    pub port: u16,
+    /// How long a URL from Exec, Attach or PortForward stays usable.
+    pub token_ttl_seconds: u64,
+    /// A session with no traffic for this long is closed.
+    pub idle_timeout_seconds: u64,
+    /// How long a client has to open a session's streams.
+    pub stream_creation_timeout_seconds: u64,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        Self {
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            token_ttl_seconds: 60,
+            idle_timeout_seconds: 4 * 3600,
+            stream_creation_timeout_seconds: 30,
         }
     }
 }
@@ -280,6 +312,21 @@ impl Config {
                 ));
             }
         }
+        for (key, value) in [
+            ("stream.token_ttl_seconds", self.stream.token_ttl_seconds),
+            (
+                "stream.idle_timeout_seconds",
+                self.stream.idle_timeout_seconds,
+            ),
+            (
+                "stream.stream_creation_timeout_seconds",
+                self.stream.stream_creation_timeout_seconds,
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1 (seconds)".to_string()));
+            }
+        }
         for (host, mirror) in &self.registry.mirrors {
             if host.is_empty() || host.contains('/') {
                 return Err(invalid(
@@ -376,6 +423,25 @@ mod tests {
         for allowed in ["cgroupfs", "systemd", "auto"] {
             assert!(err.contains(allowed), "{err}");
         }
+    }
+
+    #[test]
+    fn stream_table_parses_and_rejects_zero_timeouts() {
+        let config =
+            parse("[stream]\naddress = \"0.0.0.0\"\nport = 10010\ntoken_ttl_seconds = 5\n")
+                .unwrap();
+        assert_eq!(config.stream.address.to_string(), "0.0.0.0");
+        assert_eq!(config.stream.port, 10010);
+        assert_eq!(config.stream.token_ttl_seconds, 5);
+        assert_eq!(config.stream.idle_timeout_seconds, 4 * 3600);
+        let err = parse("[stream]\nidle_timeout_seconds = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("stream.idle_timeout_seconds"), "{err}");
+        let err = parse("[stream]\nadress = \"::1\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("adress"), "{err}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use berth_image::hosts::{Mirrors, RegistryHosts};
 use berth_image::pull::ImagePuller;
 use berth_image::store::ImageStore;
 use berth_network::cni::CniConfig;
+use berth_stream::{StreamServer, StreamServerConfig};
 use cri_api::v1::image_service_server::ImageServiceServer;
 use cri_api::v1::runtime_service_server::RuntimeServiceServer;
 use tokio::signal::unix::{signal, SignalKind};
@@ -27,6 +28,7 @@ use crate::root_lock::{RootLock, RootLockError};
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
 use crate::server::{CriService, RuntimeContext};
+use crate::stream_runtime::ContainerStreams;
 
 /// kubelet sends and accepts messages up to 16 MiB (large container lists).
 const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -94,6 +96,7 @@ fn open_context(
         shim: helper_binary("berth-shim"),
         cgroups: cgroupfs,
     });
+    let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let context = RuntimeContext {
         config,
         cgroup_driver,
@@ -104,8 +107,33 @@ fn open_context(
         exit_watcher: None,
         metrics: Arc::default(),
         cpu_samples: Default::default(),
+        streams,
     };
     Ok((context, lock))
+}
+
+/// The streaming server behind Exec, Attach and PortForward, serving
+/// berth's containers and sandboxes.
+fn start_stream_server(
+    config: &Config,
+    containers: &Arc<ContainerManager>,
+    sandboxes: &Arc<SandboxManager>,
+) -> Result<StreamServer, DaemonError> {
+    let stream = &config.stream;
+    let server_config = StreamServerConfig {
+        address: stream.address,
+        port: stream.port,
+        token_ttl: Duration::from_secs(stream.token_ttl_seconds),
+        idle_timeout: Duration::from_secs(stream.idle_timeout_seconds),
+        stream_creation_timeout: Duration::from_secs(stream.stream_creation_timeout_seconds),
+    };
+    let runtime = Arc::new(ContainerStreams::new(containers.clone(), sandboxes.clone()));
+    StreamServer::bind(server_config, runtime).map_err(|err| {
+        DaemonError::Startup(format!(
+            "streaming server on {}:{}: {err}",
+            stream.address, stream.port
+        ))
+    })
 }
 
 /// Sandbox state from earlier runs, the cgroup manager and CNI settings.
@@ -194,6 +222,7 @@ pub async fn run(
         version = env!("CARGO_PKG_VERSION"),
         config = %source,
         listen = %socket.display(),
+        stream_server = %context.streams.local_addr(),
         root = %config.root_dir.display(),
         state = %config.state_dir.display(),
         cgroup_driver = context.cgroup_driver.as_str(),

@@ -21,3 +21,4 @@ pub mod root_lock;
 pub mod sandbox;
 pub mod server;
 pub mod state_store;
+pub mod stream_runtime;

@@ -24,6 +24,15 @@ impl Server {
                 .find(|e| e.session.pid() == r.pid && !e.session.has_exited())
             {
                 e.session.on_exit(r.exit_code, now);
+            } else if let Some(i) = self.sessions.iter().position(|s| s.pid == r.pid) {
+                let session = self.sessions.remove(i);
+                tracing::info!(pid = r.pid, code = r.exit_code, "session process exited");
+                if let Some(c) = session.client.and_then(|id| self.clients.get_mut(&id)) {
+                    c.set_busy(false);
+                    c.send(&Response::Exited {
+                        exit_code: r.exit_code,
+                    });
+                }
             } else {
                 tracing::debug!(pid = r.pid, code = r.exit_code, "reaped an orphan");
             }
@@ -43,8 +52,9 @@ impl Server {
                 tracing::warn!(error = %error_chain(&e), "killing the rest of the container");
             }
         }
+        let attach = &mut self.attach;
         for o in &mut self.outputs {
-            o.pump_all(&mut self.log);
+            o.pump_all(&mut self.log, &mut |s, d| attach.broadcast(s, d));
         }
     }
 
@@ -68,6 +78,7 @@ impl Server {
             tracing::error!(%err, "cannot write the exit file");
         }
         tracing::info!(?record, "container stopped");
+        self.attach.container_exited(record.exit_code);
         self.init.record = Some(record);
     }
 
@@ -82,6 +93,9 @@ impl Server {
         self.shutdown = Some(Some(client));
         for e in &mut self.execs {
             e.session.kill();
+        }
+        for s in &self.sessions {
+            s.kill();
         }
         if self.init.exited.is_none() {
             if let Err(e) = send_signal(self.init.pid, SIGKILL) {
@@ -104,6 +118,7 @@ impl Server {
         if result.is_ok() {
             // gone before the answer arrives: whoever reads "ok" finds no socket
             let _ = std::fs::remove_file(self.cfg.files.socket());
+            let _ = std::fs::remove_file(self.cfg.files.attach_socket());
         }
         let conn = client.and_then(|id| self.clients.get_mut(&id));
         match result {

@@ -1,6 +1,7 @@
 //! The daemon's event loop: one `poll(2)` over the SIGCHLD signalfd, the
-//! control socket and its clients, the container's output and the output of
-//! exec sessions. Output is always drained, whether or not anyone listens.
+//! control socket and its clients, the container's output, the attach
+//! socket and its attachers, the container's stdin and the output of exec
+//! sessions. Output is always drained, whether or not anyone listens.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -12,6 +13,7 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signalfd::SignalFd;
 
+use crate::attach_hub::{AttachHub, AttachToken, ContainerStdin};
 use crate::bundle::BundleInfo;
 use crate::conn::{Conn, Line};
 use crate::exec::{ExecSession, ExecStream};
@@ -19,6 +21,7 @@ use crate::logfile::LogFile;
 use crate::oom::OomProbe;
 use crate::output::OutputPipe;
 use crate::protocol::{ErrorCode, ExitRecord, Request, Response, Status};
+use crate::session::InteractiveSession;
 use crate::setup::{Created, ShimConfig};
 use crate::timestamp;
 
@@ -62,6 +65,7 @@ enum Token {
     Output(usize),
     Client(u64),
     Exec(usize, ExecStream),
+    Attach(AttachToken),
 }
 
 pub struct Server {
@@ -77,6 +81,8 @@ pub struct Server {
     clients: BTreeMap<u64, Conn>,
     next_client: u64,
     execs: Vec<PendingExec>,
+    sessions: Vec<InteractiveSession>,
+    attach: AttachHub,
     init: InitState,
     /// A shutdown was asked for (by this client, if still connected).
     shutdown: Option<Option<u64>>,
@@ -84,12 +90,23 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(cfg: ShimConfig, created: Created, listener: UnixListener, sigfd: SignalFd) -> Self {
+    pub fn new(
+        cfg: ShimConfig,
+        created: Created,
+        listener: UnixListener,
+        attach_listener: UnixListener,
+        sigfd: SignalFd,
+    ) -> Self {
         // without a cgroupsPath libcontainer picks one itself; berthd always
         // sets it, so OOM detection simply stays off then
         let cgroups_path = created.bundle.cgroups_path.clone().unwrap_or_default();
         let oom = OomProbe::new(std::path::Path::new("/sys/fs/cgroup"), &cgroups_path);
         let oom_baseline = oom.oom_kills().unwrap_or(0);
+        let stdin = created.stdin.map(|fd| ContainerStdin {
+            fd,
+            once: cfg.stdin_once,
+        });
+        let attach = AttachHub::new(attach_listener, stdin, created.pty);
         Self {
             init: InitState {
                 pid: created.init_pid,
@@ -110,6 +127,8 @@ impl Server {
             clients: BTreeMap::new(),
             next_client: 0,
             execs: Vec::new(),
+            sessions: Vec::new(),
+            attach,
             shutdown: None,
             exit_with: None,
         }
@@ -170,6 +189,9 @@ impl Server {
                 entries.push((Token::Exec(i, stream), fd, PollFlags::POLLIN));
             }
         }
+        for (token, fd, ev) in self.attach.poll_entries() {
+            entries.push((Token::Attach(token), fd, ev));
+        }
         let tokens: Vec<Token> = entries.iter().map(|e| e.0).collect();
         let mut fds: Vec<PollFd<'_>> = entries
             .into_iter()
@@ -212,7 +234,8 @@ impl Server {
             Token::Listener => self.accept(),
             Token::Output(i) => {
                 if let Some(o) = self.outputs.get_mut(i) {
-                    o.pump(&mut self.log);
+                    let attach = &mut self.attach;
+                    o.pump(&mut self.log, &mut |s, d| attach.broadcast(s, d));
                 }
             }
             Token::Client(id) => {
@@ -235,6 +258,7 @@ impl Server {
                     e.session.on_readable(stream);
                 }
             }
+            Token::Attach(t) => self.attach.dispatch(t, revents),
         }
     }
 
@@ -292,6 +316,13 @@ impl Server {
                     e.client = None;
                 }
             }
+            for s in &mut self.sessions {
+                if s.client == Some(id) {
+                    tracing::info!(pid = s.pid, "session client went away; killing the process");
+                    s.kill();
+                    s.client = None;
+                }
+            }
             if self.shutdown == Some(Some(id)) {
                 self.shutdown = Some(None);
             }
@@ -339,6 +370,7 @@ impl Server {
             Request::State => Some(Response::State(self.state())),
             Request::ReopenLog => Some(self.reopen_log()),
             Request::Exec(e) => self.exec(client, e),
+            Request::Session(s) => self.start_session(client, s),
             Request::Shutdown => self.begin_shutdown(client),
         }
     }

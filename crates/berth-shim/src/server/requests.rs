@@ -1,13 +1,20 @@
-//! The answers to `start`, `kill`, `state`, `reopen-log` and `exec`.
+//! The answers to `start`, `kill`, `state`, `reopen-log`, `exec` and
+//! `session`.
 
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 
 use super::{error_chain, send_signal, PendingExec, Server};
+use std::os::fd::OwnedFd;
+
+use crate::console::ConsoleSocket;
 use crate::exec::{resolve, ExecSession};
-use crate::protocol::{ErrorCode, ExecRequest, Response, SignalArg, StateInfo, Status};
+use crate::protocol::{
+    ErrorCode, ExecRequest, Response, SessionFd, SessionRequest, SignalArg, StateInfo, Status,
+};
 use crate::runtime::{self, ExecProcess};
+use crate::session::{resolve_session, InteractiveSession};
 use crate::setup::{pipe, SetupError};
 use crate::signal::signal_number;
 use crate::timestamp;
@@ -105,7 +112,7 @@ impl Server {
             Ok(s) => s,
             Err(e) => return Some(Response::error(ErrorCode::Failed, e.to_string())),
         };
-        match self.cfg.container.exec(&process, child_stdio) {
+        match self.cfg.container.exec(&process, child_stdio, None) {
             Ok(pid) => {
                 tracing::info!(pid, args = ?req.args, "exec started");
                 let timeout = (req.timeout_s > 0).then(|| Duration::from_secs(req.timeout_s));
@@ -121,6 +128,120 @@ impl Server {
                 format!("exec: {}", error_chain(&e)),
             )),
         }
+    }
+
+    /// `session`: starts the process and hands the client its stdio ends
+    /// with the answer; `exited` follows from [`Server::on_sigchld`].
+    pub(super) fn start_session(&mut self, client: u64, req: SessionRequest) -> Option<Response> {
+        if self.init.exited.is_some() || self.status() != Status::Running {
+            return Some(Response::error(
+                ErrorCode::NotRunning,
+                "the container is not running",
+            ));
+        }
+        let process = match resolve_session(&req, &self.bundle.process) {
+            Ok(p) => ExecProcess {
+                process: p,
+                seccomp: self.bundle.seccomp.clone(),
+                json_path: self.cfg.files.exec_process(),
+            },
+            Err(e) => return Some(Response::error(ErrorCode::BadRequest, e.to_string())),
+        };
+        let started = if req.tty {
+            self.start_tty_session(&process)
+        } else {
+            self.start_pipe_session(&process, &req)
+        };
+        let (pid, fds) = match started {
+            Ok(s) => s,
+            Err(msg) => return Some(Response::error(ErrorCode::Failed, msg)),
+        };
+        tracing::info!(pid, args = ?req.args, tty = req.tty, "session started");
+        let (names, fds): (Vec<SessionFd>, Vec<OwnedFd>) = fds.into_iter().unzip();
+        self.sessions.push(InteractiveSession {
+            pid,
+            client: Some(client),
+        });
+        match self.clients.get_mut(&client) {
+            Some(c) => c.send_with_fds(&Response::Session { pid, fds: names }, fds),
+            None => {
+                // cannot happen (the request came from it); never leak the process
+                if let Some(s) = self.sessions.last_mut() {
+                    s.kill();
+                    s.client = None;
+                }
+            }
+        }
+        None
+    }
+
+    fn start_tty_session(
+        &mut self,
+        process: &ExecProcess,
+    ) -> Result<(i32, Vec<(SessionFd, OwnedFd)>), String> {
+        let console = ConsoleSocket::bind(&self.cfg.files.exec_console_socket())
+            .map_err(|e| format!("binding the console socket: {e}"))?;
+        let null = || {
+            std::fs::File::open("/dev/null")
+                .map(OwnedFd::from)
+                .map_err(|e| format!("/dev/null: {e}"))
+        };
+        let stdio = [null()?, null()?, null()?];
+        let pid = self
+            .cfg
+            .container
+            .exec(process, stdio, Some(console.path()))
+            .map_err(|e| format!("exec: {}", error_chain(&e)))?;
+        match console.receive_master() {
+            Ok(master) => Ok((pid, vec![(SessionFd::Pty, master)])),
+            Err(e) => {
+                InteractiveSession { pid, client: None }.kill();
+                Err(format!("receiving the pty master: {e}"))
+            }
+        }
+    }
+
+    fn start_pipe_session(
+        &mut self,
+        process: &ExecProcess,
+        req: &SessionRequest,
+    ) -> Result<(i32, Vec<(SessionFd, OwnedFd)>), String> {
+        let mut ours = Vec::new();
+        let mut child = Vec::new();
+        for (wanted, which) in [
+            (req.stdin, SessionFd::Stdin),
+            (req.stdout, SessionFd::Stdout),
+            (req.stderr, SessionFd::Stderr),
+        ] {
+            if !wanted {
+                let null = std::fs::File::options()
+                    .read(which == SessionFd::Stdin)
+                    .write(which != SessionFd::Stdin)
+                    .open("/dev/null")
+                    .map_err(|e| format!("/dev/null: {e}"))?;
+                child.push(OwnedFd::from(null));
+                continue;
+            }
+            // both ends blocking: the shim never touches them, the
+            // process expects blocking stdio, and the client sets its own
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| format!("pipe: {e}"))?;
+            let (mine, theirs) = if which == SessionFd::Stdin {
+                (w, r)
+            } else {
+                (r, w)
+            };
+            ours.push((which, mine));
+            child.push(theirs);
+        }
+        let [stdin, stdout, stderr]: [OwnedFd; 3] =
+            child.try_into().map_err(|_| "session stdio".to_string())?;
+        let pid = self
+            .cfg
+            .container
+            .exec(process, [stdin, stdout, stderr], None)
+            .map_err(|e| format!("exec: {}", error_chain(&e)))?;
+        Ok((pid, ours))
     }
 
     pub(super) fn finish_execs(&mut self, now: Instant) {

@@ -77,6 +77,9 @@ pub fn make_rootfs(rootfs: &Path) {
 pub struct Options {
     pub args: Vec<String>,
     pub tty: bool,
+    /// `--stdin` / `--stdin-once`.
+    pub stdin: bool,
+    pub stdin_once: bool,
     pub log: bool,
     pub memory_limit: Option<i64>,
     pub no_new_privileges: bool,
@@ -92,6 +95,8 @@ impl Options {
         Self {
             args: args.iter().map(|s| s.to_string()).collect(),
             tty: false,
+            stdin: false,
+            stdin_once: false,
             log: true,
             memory_limit: None,
             no_new_privileges: true,
@@ -108,12 +113,12 @@ fn config_json(opts: &Options, cgroup: &str) -> serde_json::Value {
         json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
                "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
     ];
-    if opts.tty {
-        mounts.push(
-            json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-            "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]}),
-        );
-    }
+    // every container has one, as berth-spec gives it: tty exec sessions
+    // open their pty there
+    mounts.push(
+        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+        "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]}),
+    );
     let mut linux = json!({
         "cgroupsPath": cgroup,
         "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"},
@@ -217,6 +222,9 @@ impl TestContainer {
     pub fn socket(&self) -> PathBuf {
         self.dir().join("shim.sock")
     }
+    pub fn attach_socket(&self) -> PathBuf {
+        self.dir().join("attach.sock")
+    }
 
     pub fn shim_args(&self) -> Vec<String> {
         let mut a = vec![
@@ -235,6 +243,12 @@ impl TestContainer {
         }
         if self.opts.tty {
             a.push("--tty".into());
+        }
+        if self.opts.stdin {
+            a.push("--stdin".into());
+        }
+        if self.opts.stdin_once {
+            a.push("--stdin-once".into());
         }
         a
     }

@@ -234,6 +234,8 @@ impl ContainerManager {
             dir: &shim_dir,
             log: log_path.as_deref(),
             tty: config.tty,
+            stdin: config.stdin,
+            stdin_once: config.stdin_once,
         })
         .await?;
 

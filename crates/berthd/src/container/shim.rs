@@ -23,6 +23,10 @@ pub struct ShimLaunch<'a> {
     pub dir: &'a Path,
     pub log: Option<&'a Path>,
     pub tty: bool,
+    /// CRI `stdin` / `stdin_once`: the shim keeps the container's stdin
+    /// for attachers.
+    pub stdin: bool,
+    pub stdin_once: bool,
 }
 
 /// Starts a shim and waits until it reports the container created. Returns
@@ -43,6 +47,12 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, Status> {
     }
     if launch.tty {
         command.arg("--tty");
+    }
+    if launch.stdin {
+        command.arg("--stdin");
+        if launch.stdin_once {
+            command.arg("--stdin-once");
+        }
     }
     command
         .stdin(std::process::Stdio::null())

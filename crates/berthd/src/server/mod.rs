@@ -6,6 +6,7 @@ mod container_exec;
 mod container_run;
 mod container_stats;
 mod container_status;
+mod container_stream;
 mod events;
 mod image_fs_info;
 mod image_pull;
@@ -27,6 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use berth_image::pull::ImagePuller;
+use berth_stream::StreamServer;
 
 use crate::container::ContainerManager;
 use crate::sandbox::SandboxManager;
@@ -54,6 +56,8 @@ pub struct RuntimeContext {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The previous cpu sample of each container and pod, for nano-cores.
     pub cpu_samples: crate::cpu_rate::CpuSamples,
+    /// The streaming server that Exec, Attach and PortForward hand URLs of.
+    pub streams: StreamServer,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).

@@ -167,22 +167,28 @@ impl RuntimeService for CriService {
             .map(Response::new)
     }
 
-    async fn exec(&self, _request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
-        Err(unimplemented("Exec"))
+    async fn exec(&self, request: Request<ExecRequest>) -> Result<Response<ExecResponse>, Status> {
+        self.serve_exec(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn attach(
         &self,
-        _request: Request<AttachRequest>,
+        request: Request<AttachRequest>,
     ) -> Result<Response<AttachResponse>, Status> {
-        Err(unimplemented("Attach"))
+        self.serve_attach(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn port_forward(
         &self,
-        _request: Request<PortForwardRequest>,
+        request: Request<PortForwardRequest>,
     ) -> Result<Response<PortForwardResponse>, Status> {
-        Err(unimplemented("PortForward"))
+        self.serve_port_forward(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn container_stats(
