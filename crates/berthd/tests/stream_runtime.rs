@@ -536,7 +536,48 @@ async fn two_attachers_and_detach_keeps_the_container() {
         r = &mut b => panic!("attach b ended early: {r:?}"),
         () = check => {}
     }
-    // a detaches by being dropped
+    // the end of a's stdin ends its session (no stdin_once: a detaches)
+    drop(a_in);
+    tokio::time::timeout(T, &mut a)
+        .await
+        .expect("a detaches when its stdin ends")
+        .expect("attach ok");
+    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    // a third attacher, dropped in mid-session, only detaches
+    let (mut c_in, c_in_theirs) = pipe();
+    let (c_out_theirs, _c_out) = pipe();
+    let mut c = Box::pin(rt.streams.attach(
+        attach_spec(&id, true),
+        SessionStreams {
+            stdin: Some(Box::new(c_in_theirs)),
+            stdout: Some(Box::new(c_out_theirs)),
+            stderr: None,
+            resize: None,
+        },
+    ));
+    let typed = async {
+        // until b, still attached, shows that c's input arrived
+        for n in 100.. {
+            c_in.write_all(format!("l{n}\n").as_bytes())
+                .await
+                .expect("stdin");
+            let seen = tokio::time::timeout(
+                Duration::from_millis(500),
+                read_until(&mut b_out, &format!("out:l{n}\n")),
+            )
+            .await;
+            if seen.is_ok() {
+                return;
+            }
+            assert!(n < 140, "c's input never reached the container");
+        }
+    };
+    tokio::select! {
+        r = &mut c => panic!("attach c ended early: {r:?}"),
+        r = &mut b => panic!("attach b ended early: {r:?}"),
+        () = typed => {}
+    }
+    drop(c);
     drop(a);
     assert_eq!(rt.status(&id).await, ShimStatus::Running);
     let (stopped, b_done) =
@@ -571,12 +612,11 @@ async fn stdin_once_attach_ends_with_its_stdin() {
         ),
     )
     .await
-    .expect("attach ended with its stdin");
+    .expect("attach ended when the container, its stdin closed, exited");
     r.expect("attach ok");
-    // the container saw its stdin close
-    wait_for(|| rt.log(&id).contains("stdout F done")).await;
-    assert!(rt.log(&id).contains("stdout F x"), "{}", rt.log(&id));
-    drop(stdout);
+    // the client saw the output that followed the end of its stdin
+    assert_eq!(read_to_end(stdout).await, "x\ndone\n");
+    assert_eq!(rt.status(&id).await, ShimStatus::Stopped);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
