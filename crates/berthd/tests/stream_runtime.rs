@@ -727,3 +727,42 @@ async fn port_forward_dials_inside_the_pods_netns() {
         Err(SessionError::Failed(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_with_stdin_to_a_container_without_stdin_still_streams() {
+    let mut rt = Runtime::new();
+    let id = rt
+        .run(
+            &["sh", "-c", "while true; do echo tick; sleep 0.2; done"],
+            false,
+            false,
+            false,
+        )
+        .await;
+    let (mut stdin, stdin_theirs) = pipe();
+    let (stdout_theirs, mut stdout) = pipe();
+    let attach = rt.streams.attach(
+        attach_spec(&id, true),
+        SessionStreams {
+            stdin: Some(Box::new(stdin_theirs)),
+            stdout: Some(Box::new(stdout_theirs)),
+            stderr: None,
+            resize: None,
+        },
+    );
+    let mut attach = Box::pin(attach);
+    tokio::select! {
+        r = &mut attach => panic!("attach ended early: {r:?}"),
+        _ = async {
+            stdin.write_all(b"ignored\n").await.expect("stdin");
+            read_until(&mut stdout, "tick\n").await
+        } => {}
+    }
+    let (stopped, done) = tokio::join!(
+        rt.containers.stop(&id, 0),
+        tokio::time::timeout(T, &mut attach)
+    );
+    stopped.expect("stop");
+    done.expect("attach ends with the container")
+        .expect("attach ok");
+}
