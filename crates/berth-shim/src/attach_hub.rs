@@ -396,3 +396,121 @@ pub fn set_window_size(pty: BorrowedFd<'_>, width: u16, height: u16) -> io::Resu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attach::Decoder;
+    use std::path::Path;
+
+    fn hub(dir: &Path, stdin: Option<ContainerStdin>) -> AttachHub {
+        let listener = UnixListener::bind(dir.join("attach.sock")).expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        AttachHub::new(listener, stdin, None)
+    }
+
+    fn attach(hub: &mut AttachHub, dir: &Path) -> UnixStream {
+        let s = UnixStream::connect(dir.join("attach.sock")).expect("connect");
+        hub.dispatch(AttachToken::Listener, PollFlags::POLLIN);
+        s
+    }
+
+    fn send(s: &mut UnixStream, frame: Frame) {
+        let mut out = Vec::new();
+        encode(&frame, &mut out);
+        s.write_all(&out).expect("send");
+    }
+
+    /// Lets the hub read every attacher.
+    fn pump(hub: &mut AttachHub) {
+        let ids: Vec<u64> = hub.attachers.keys().copied().collect();
+        for id in ids {
+            hub.dispatch(AttachToken::Attacher(id), PollFlags::POLLIN);
+        }
+    }
+
+    #[test]
+    fn output_then_the_exit_then_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut hub = hub(dir.path(), None);
+        let mut a = attach(&mut hub, dir.path());
+        let mut b = attach(&mut hub, dir.path());
+        hub.broadcast(Stream::Stdout, b"out");
+        hub.broadcast(Stream::Stderr, b"err");
+        hub.container_exited(3);
+        assert_eq!(hub.attacher_count(), 0, "flushed and closed");
+        for s in [&mut a, &mut b] {
+            let mut wire = Vec::new();
+            s.read_to_end(&mut wire).expect("read to the end");
+            let mut d = Decoder::new();
+            d.push(&wire);
+            let mut frames = Vec::new();
+            while let Some(f) = d.next_frame().expect("frame") {
+                frames.push(f);
+            }
+            assert_eq!(
+                frames,
+                [
+                    Frame::Stdout(b"out".to_vec()),
+                    Frame::Stderr(b"err".to_vec()),
+                    Frame::Exited(3)
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn an_attacher_too_far_behind_is_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut hub = hub(dir.path(), None);
+        let _stuck = attach(&mut hub, dir.path());
+        assert_eq!(hub.attacher_count(), 1);
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..(2 * MAX_PENDING_OUTPUT / chunk.len()) {
+            hub.broadcast(Stream::Stdout, &chunk);
+        }
+        assert_eq!(hub.attacher_count(), 0);
+    }
+
+    #[test]
+    fn stdin_once_closes_after_the_first_stdin_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let mut hub = hub(dir.path(), Some(ContainerStdin { fd: w, once: true }));
+        let mut a = attach(&mut hub, dir.path());
+        let mut b = attach(&mut hub, dir.path());
+        send(&mut a, Frame::Stdin(b"one ".to_vec()));
+        send(&mut b, Frame::Stdin(b"two ".to_vec()));
+        pump(&mut hub);
+        send(&mut a, Frame::StdinClose);
+        pump(&mut hub);
+        // after the close nothing more reaches the container
+        send(&mut b, Frame::Stdin(b"three".to_vec()));
+        pump(&mut hub);
+        let mut got = String::new();
+        File::from(r).read_to_string(&mut got).expect("read to EOF");
+        assert_eq!(got, "one two ");
+        // detaching from stdin_once never touched the attachers
+        assert_eq!(hub.attacher_count(), 2);
+    }
+
+    #[test]
+    fn without_stdin_once_stdin_outlives_its_attachers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        let mut hub = hub(dir.path(), Some(ContainerStdin { fd: w, once: false }));
+        let mut a = attach(&mut hub, dir.path());
+        send(&mut a, Frame::Stdin(b"one ".to_vec()));
+        send(&mut a, Frame::StdinClose);
+        drop(a);
+        pump(&mut hub);
+        assert_eq!(hub.attacher_count(), 0);
+        let mut b = attach(&mut hub, dir.path());
+        send(&mut b, Frame::Stdin(b"two".to_vec()));
+        pump(&mut hub);
+        hub.container_exited(0);
+        let mut got = String::new();
+        File::from(r).read_to_string(&mut got).expect("read to EOF");
+        assert_eq!(got, "one two");
+    }
+}

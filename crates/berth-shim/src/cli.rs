@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long)]
     pub stdin: bool,
     /// Close the container's stdin once the first attacher's stdin ended
-    /// (CRI `stdin_once`).
+    /// (CRI `stdin_once`; pipes only, a terminal stays open).
     #[arg(long, requires = "stdin")]
     pub stdin_once: bool,
     /// Longest log line before it is split into partial records (0: no limit).

@@ -1,6 +1,11 @@
 //! Attach: the client's streams joined to the container's stdio through
 //! the shim's attach socket (framing in [`berth_shim::attach`]). Dropping
 //! the future only closes that connection: the container runs on.
+//!
+//! When the client's stdin ends, as containerd does for kubectl: a
+//! container with `stdin_once` and no tty has its stdin closed by the shim
+//! and the session goes on until the container exits, so the client sees
+//! the output that follows; otherwise the session ends there (detach).
 
 use std::path::PathBuf;
 
@@ -13,8 +18,8 @@ use tokio::sync::Mutex;
 
 const CHUNK: usize = 32 * 1024;
 
-/// Resolves when the container exited, or, with `stdin_once`, when the
-/// client's stdin ended.
+/// Resolves when the container exited, or when the client's stdin ended
+/// (unless `stdin_once` without a tty: then at the exit that follows).
 pub async fn run(
     container_id: &str,
     socket: PathBuf,
@@ -92,7 +97,11 @@ pub async fn run(
                         break;
                     }
                 }
-                if send(&writer, &Frame::StdinClose).await && stdin_once {
+                let closed = send(&writer, &Frame::StdinClose).await;
+                // stdin_once without a tty: the shim closes the container's
+                // stdin and the output runs on to the exit
+                let until_exit = stdin_once && !spec.tty;
+                if closed && !until_exit {
                     return;
                 }
             }
