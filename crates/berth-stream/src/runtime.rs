@@ -82,8 +82,12 @@ pub trait StreamRuntime: Send + Sync + 'static {
     ) -> impl Future<Output = Result<i32, SessionError>> + Send;
 
     /// Connects `streams` to the running container's stdio and resolves when
-    /// the container exits, or when the client closed stdin of a container
-    /// whose config has `stdin_once`.
+    /// the container exits, or, as with containerd, when the client's stdin
+    /// ends (the client detached). One exception: a container without a tty
+    /// whose config has `stdin_once` gets its stdin closed then, and the
+    /// session lasts until it exits, so the client sees the output that
+    /// follows. A client's stdin for a container created without stdin is
+    /// ignored.
     fn attach(
         &self,
         spec: AttachSpec,
