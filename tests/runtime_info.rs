@@ -2,8 +2,8 @@
 
 use berth_tests::Berthd;
 use cri_api::v1::{
-    CgroupDriver, ContainerStatsRequest, ImageFsInfoRequest, RuntimeConfigRequest, StatusRequest,
-    VersionRequest,
+    CgroupDriver, CheckpointContainerRequest, ImageFsInfoRequest, RuntimeConfigRequest,
+    StatusRequest, VersionRequest,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -159,12 +159,12 @@ async fn unbuilt_rpcs_are_unimplemented_and_named() {
     let err = berthd
         .runtime_client()
         .await
-        .container_stats(ContainerStatsRequest::default())
+        .checkpoint_container(CheckpointContainerRequest::default())
         .await
         .expect_err("not built yet");
     assert_eq!(err.code(), tonic::Code::Unimplemented);
     assert!(
-        err.message().contains("ContainerStats"),
+        err.message().contains("CheckpointContainer"),
         "{}",
         err.message()
     );
