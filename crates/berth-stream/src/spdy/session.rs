@@ -2,7 +2,8 @@
 //! PING echo, GOAWAY and stream half-close/reset.
 //!
 //! Three kinds of task share the connection: one reads and dispatches frames,
-//! one encodes and writes them (control frames ahead of data), and one pump
+//! one encodes and writes them (control frames ahead of data, except the
+//! GOAWAY of a graceful shutdown, which must follow all data), and one pump
 //! per stream turns what the application writes into DATA frames within the
 //! peer's window. The application sees each stream as an [`AsyncRead`]
 //! ([`StreamReader`]) and an [`AsyncWrite`] ([`StreamWriter`]); dropping or
@@ -509,10 +510,17 @@ impl Session {
             inner.going_away = true;
             inner.last_peer_stream_id
         };
-        self.shared.send_control(Frame::GoAway {
+        // GOAWAY queues behind the DATA and FIN frames the pumps queued,
+        // not ahead of them as control frames do: Go's spdystream stops
+        // reading the connection at GOAWAY, so a frame written after it is
+        // never seen (client-go would find the error stream ended without
+        // the exit status, and stdout cut short).
+        let goaway = Frame::GoAway {
             last_good_stream_id,
             status: goaway::OK,
-        });
+        };
+        // A peer that stopped reading must not hold the shutdown forever.
+        let _ = tokio::time::timeout(grace, self.shared.data.send(goaway)).await;
         let _ = self.shared.control.send(Control::Shutdown);
         let _ = tokio::time::timeout(grace, self.closed()).await;
         abort(&self.shared);
@@ -752,4 +760,86 @@ async fn handle_frame(
         Frame::Unknown { .. } => {}
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The frames a Go spdystream peer acts on: it stops reading the
+    /// connection at the first GOAWAY, so nothing after it counts.
+    fn seen_by_spdystream(frames: &[Frame]) -> &[Frame] {
+        match frames
+            .iter()
+            .position(|f| matches!(f, Frame::GoAway { .. }))
+        {
+            Some(i) => &frames[..=i],
+            None => frames,
+        }
+    }
+
+    /// What a stream carried in the frames the peer acts on, and whether
+    /// its FIN was among them.
+    fn delivered(frames: &[Frame], id: u32) -> (Vec<u8>, bool) {
+        let mut out = Vec::new();
+        let mut fin = false;
+        for frame in frames {
+            if let Frame::Data {
+                stream_id,
+                flags,
+                data,
+            } = frame
+            {
+                if *stream_id == id {
+                    out.extend_from_slice(data);
+                    fin |= flags & FLAG_FIN != 0;
+                }
+            }
+        }
+        (out, fin)
+    }
+
+    #[tokio::test]
+    async fn goaway_follows_the_data_queued_before_shutdown() {
+        // A one-byte transport keeps the writer busy with the first frame
+        // while the stream's output and the shutdown queue up behind it.
+        let (ours, mut peer) = tokio::io::duplex(1);
+        let (session, _incoming) = Session::start(ours, Role::Server, SessionConfig::default());
+        let mut stream = session
+            .open_stream(Headers::new().with("streamType", "error"))
+            .unwrap();
+        stream.writer.write_all(b"exit status").await.unwrap();
+        stream.writer.shutdown().await.unwrap();
+
+        let shutdown = tokio::spawn({
+            let session = session.clone();
+            async move { session.shutdown(Duration::from_secs(30)).await }
+        });
+        // Wait until the shutdown has queued its GOAWAY (it marks the
+        // session going away just before) with nothing read off the wire.
+        while !lock(&session.shared.inner).going_away {
+            tokio::task::yield_now().await;
+        }
+
+        let mut wire = Vec::new();
+        peer.read_to_end(&mut wire).await.unwrap();
+        drop(peer);
+        shutdown.await.unwrap();
+
+        let mut buf = BytesMut::from(&wire[..]);
+        let mut decoder = FrameDecoder::new();
+        let mut frames = Vec::new();
+        while let Some(frame) = decoder.decode(&mut buf).unwrap() {
+            frames.push(frame);
+        }
+        assert!(
+            matches!(frames.last(), Some(Frame::GoAway { .. })),
+            "GOAWAY is not the last frame: {frames:?}"
+        );
+        assert_eq!(
+            delivered(seen_by_spdystream(&frames), stream.id),
+            (b"exit status".to_vec(), true),
+            "{frames:?}"
+        );
+    }
 }
