@@ -18,7 +18,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use berth_tests::host::{
-    cgroup_hierarchies, cgroup_subtree, log_tail, mount_points, mounts_under, read_procs,
+    cgroup_hierarchies, cgroup_subtree, clear_cgroup_tree, delete_link, log_tail, mount_points,
+    mounts_under, read_procs, unmount_all_under,
 };
 use berth_tests::Berthd;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
@@ -473,40 +474,13 @@ impl Drop for Harness {
             eprintln!("berthd log (last lines):\n{}", log_tail(&self.berthd));
             self.berthd.remove_all_pods_blocking();
         }
-        // Whatever is left in this test's own cgroups was started for it:
-        // kill it by pid, then remove the cgroups, deepest first.
+        // Whatever is left in this test's own cgroups was started for it.
         for root in &self.cgroup_roots {
-            for hierarchy in cgroup_hierarchies() {
-                for dir in cgroup_subtree(&cgroup_dir(&hierarchy, root)) {
-                    for pid in read_procs(&dir) {
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(pid),
-                            nix::sys::signal::Signal::SIGKILL,
-                        );
-                    }
-                }
-            }
-            for hierarchy in cgroup_hierarchies() {
-                for dir in cgroup_subtree(&cgroup_dir(&hierarchy, root)) {
-                    for _ in 0..50 {
-                        if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
-                            break;
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-            }
+            clear_cgroup_tree(root);
         }
-        // Mounts (pins, shm) under the temp dir, deepest first.
-        let mut mounts = mounts_under(self.berthd.sandbox.dir.path());
-        mounts.sort_by_key(|mount| std::cmp::Reverse(mount.components().count()));
-        for mount in mounts {
-            let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge])
-            .stderr(std::process::Stdio::null())
-            .status();
+        // Mounts (pins, shm) under the temp dir.
+        unmount_all_under(self.berthd.sandbox.dir.path());
+        delete_link(&self.bridge);
     }
 }
 

@@ -86,7 +86,10 @@ async fn a_busy_container_shows_its_memory_and_cpu() {
     assert!(value(&layer.inodes_used) >= 1, "{layer:?}");
 
     // A later sample has a rate: the loop keeps (most of) a core busy, on
-    // a machine with few cores shared with others.
+    // a machine with few cores shared with others. The window is a second
+    // long: back-to-back samples a few ms apart may fall where a loaded
+    // machine did not schedule the loop at all.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let later = container_stats(&harness, &id).await;
     let cpu = later.cpu.as_ref().unwrap();
     let nano_cores = value(&cpu.usage_nano_cores);

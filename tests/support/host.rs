@@ -89,3 +89,51 @@ pub fn log_tail(berthd: &Berthd) -> String {
     let lines: Vec<&str> = log.lines().collect();
     lines[lines.len().saturating_sub(60)..].join("\n")
 }
+
+/// SIGKILL to `pid`, ignoring a process already gone.
+pub fn sigkill(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Kills every process in cgroup `path` and below it, in every hierarchy,
+/// then removes those cgroups, deepest first. For a test's own cgroup
+/// root only: whatever runs there was started for the test.
+pub fn clear_cgroup_tree(path: &str) {
+    let relative = path.trim_start_matches('/');
+    for hierarchy in cgroup_hierarchies() {
+        for cgroup in cgroup_subtree(&hierarchy.join(relative)) {
+            read_procs(&cgroup).into_iter().for_each(sigkill);
+        }
+    }
+    for hierarchy in cgroup_hierarchies() {
+        for cgroup in cgroup_subtree(&hierarchy.join(relative)) {
+            // A killed process leaves its cgroup a moment after SIGKILL.
+            for _ in 0..50 {
+                if std::fs::remove_dir(&cgroup).is_ok() || !cgroup.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Lazily unmounts every mount at or below `dir`, deepest first.
+pub fn unmount_all_under(dir: &Path) {
+    let mut mounts = mounts_under(dir);
+    mounts.sort_by_key(|mount| std::cmp::Reverse(mount.components().count()));
+    for mount in mounts {
+        let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// Deletes network link `name` (a CNI bridge a test created), if present.
+pub fn delete_link(name: &str) {
+    let _ = std::process::Command::new("ip")
+        .args(["link", "del", name])
+        .stderr(std::process::Stdio::null())
+        .status();
+}

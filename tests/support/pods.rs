@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::host::{cgroup_hierarchies, cgroup_subtree, log_tail, mounts_under, read_procs};
+use crate::host::{clear_cgroup_tree, delete_link, log_tail, sigkill, unmount_all_under};
 use crate::registry::{Layer, RawTar, TestImage, TestRegistry};
 use crate::Berthd;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
@@ -396,43 +396,12 @@ impl Drop for Harness {
             self.berthd.remove_all_pods_blocking();
             // Shims berthd started for this test (they outlive berthd).
             for pid in pids_mentioning(&dir.display().to_string()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+                sigkill(pid);
             }
         }
         // Whatever is left in this test's own cgroups was started for it.
-        for hierarchy in cgroup_hierarchies() {
-            let root = hierarchy.join(self.cgroup_root.trim_start_matches('/'));
-            for cgroup in cgroup_subtree(&root) {
-                for pid in read_procs(&cgroup) {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-            }
-        }
-        for hierarchy in cgroup_hierarchies() {
-            let root = hierarchy.join(self.cgroup_root.trim_start_matches('/'));
-            for cgroup in cgroup_subtree(&root) {
-                for _ in 0..50 {
-                    if std::fs::remove_dir(&cgroup).is_ok() || !cgroup.exists() {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-        let mut mounts = mounts_under(&dir);
-        mounts.sort_by_key(|mount| std::cmp::Reverse(mount.components().count()));
-        for mount in mounts {
-            let _ = nix::mount::umount2(&mount, nix::mount::MntFlags::MNT_DETACH);
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge])
-            .stderr(std::process::Stdio::null())
-            .status();
+        clear_cgroup_tree(&self.cgroup_root);
+        unmount_all_under(&dir);
+        delete_link(&self.bridge);
     }
 }
