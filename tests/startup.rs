@@ -72,7 +72,14 @@ fn repo_default_config_starts() {
     let sandbox = Sandbox::new();
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime-config.toml");
     let berthd = Berthd::start_in(sandbox, std::path::Path::new(config));
-    assert!(berthd.log_text().contains("runtime-config.toml"));
+    // The socket is bound before the stores open; the start-up line that
+    // names the config follows once berthd serves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !berthd.log_text().contains("berthd serving") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let log = berthd.log_text();
+    assert!(log.contains("runtime-config.toml"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
