@@ -62,7 +62,7 @@ if [[ "$MODE" == quick ]]; then
   MANY_IMAGES=30 LIST_N=10
   SCALE_LEVELS=(0 20 50) SCALE_N=3
 else
-  REPS="${BENCH_REPS:-4}"
+  REPS="${BENCH_REPS:-3}"
   CRITEST_N=20 CRITEST_IMAGES_N=10
   LIFECYCLE_N=10 CRICTL_N=5
   CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=3
@@ -321,6 +321,13 @@ done
 
 # ---------------------------------------------------------------- 3+4. concurrency and memory
 
+for rt in containerd berth; do
+  log "memory with ${MEM_LEVELS[0]} pods, $rt"
+  # shellcheck disable=SC2046
+  client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
+  memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
+  client "$rt" down --tag mem --clients "$CONC_CLIENTS"
+done
 for ((rep = 0; rep < CONC_REPS; rep++)); do
   for rt in $(order "$rep"); do
     log "concurrency: $CONC_PODS pods, $CONC_CLIENTS clients, $rt, repetition $((rep + 1))/$CONC_REPS"
@@ -329,13 +336,6 @@ for ((rep = 0; rep < CONC_REPS; rep++)); do
     ((rep > 0)) || memory "$rt" "$CONC_PODS pods" "$CONC_PODS"
     client "$rt" down --tag conc --clients "$CONC_CLIENTS"
   done
-done
-for rt in containerd berth; do
-  log "memory with ${MEM_LEVELS[0]} pods, $rt"
-  # shellcheck disable=SC2046
-  client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
-  memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
-  client "$rt" down --tag mem --clients "$CONC_CLIENTS"
 done
 
 # ---------------------------------------------------------------- 5. images

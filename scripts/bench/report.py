@@ -81,7 +81,7 @@ def ratio(b, c):
     if b is None or c is None:
         return None
     if c == 0:
-        return 0.0 if b == 0 else None
+        return None
     return b / c
 
 
