@@ -386,7 +386,7 @@ done
 # ---------------------------------------------------------------- the table
 
 notes=(
-  "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $(containerd --version | awk '{print $3}') + runc $(runc --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
+  "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $(containerd --version | awk '{print $3}') + runc $(runc --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
   "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
