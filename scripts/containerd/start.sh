@@ -22,6 +22,9 @@
 #   BERTH_CONTAINERD_SUBNET      pod subnet (default 10.87.0.0/16)
 #   BERTH_CONTAINERD_BRIDGE      bridge name (default ctrd-cni0)
 #   BERTH_CONTAINERD_LOG_LEVEL   containerd log level (default info)
+#   BERTH_CONTAINERD_CNI_CONF    a CNI .conflist to use instead of the generated
+#                                one (copied into cni/net.d; benchmarks give both
+#                                runtimes the same network config this way)
 set -euo pipefail
 
 # shellcheck source=scripts/containerd/common.sh
@@ -97,7 +100,12 @@ server = "http://$REGISTRY"
 EOF
 done
 
-cat >"$DIR/cni/net.d/10-containerd-bridge.conflist" <<EOF
+if [[ -n "${BERTH_CONTAINERD_CNI_CONF:-}" ]]; then
+  [[ -f "$BERTH_CONTAINERD_CNI_CONF" ]] || die "BERTH_CONTAINERD_CNI_CONF: no file $BERTH_CONTAINERD_CNI_CONF"
+  rm -f "$DIR"/cni/net.d/*.conflist
+  cp "$BERTH_CONTAINERD_CNI_CONF" "$DIR/cni/net.d/10-containerd-bridge.conflist"
+else
+  cat >"$DIR/cni/net.d/10-containerd-bridge.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "berth-containerd",
@@ -122,6 +130,7 @@ cat >"$DIR/cni/net.d/10-containerd-bridge.conflist" <<EOF
   ]
 }
 EOF
+fi
 
 cat >"$CONFIG" <<EOF
 version = 2

@@ -95,7 +95,7 @@ fi
 
 shims=()
 for p in /proc/[0-9]*; do
-  cmd="$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" || continue
+  cmd="$(tr '\0' ' ' 2>/dev/null <"$p/cmdline")" || continue
   [[ "$cmd" == *containerd-shim* && "$cmd" == *"-address $SOCK "* ]] && shims+=("${p#/proc/}")
 done
 if ((${#shims[@]})); then

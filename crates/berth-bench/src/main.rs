@@ -1,0 +1,118 @@
+//! `berth-bench`: the CRI client of `scripts/bench.sh`.
+//!
+//! It times RPCs against any CRI runtime on a unix socket (berthd or
+//! containerd), so both are measured by the same client with no process
+//! start-up in the numbers. Each subcommand appends JSON lines
+//! (`{"runtime", "metric", "unit", "samples"}`) to `--out`;
+//! `scripts/bench/report.py` turns them into the table.
+
+mod client;
+mod images;
+mod record;
+mod workload;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Times CRI calls for scripts/bench.sh")]
+struct Cli {
+    /// CRI socket (runtime and image service on the same socket).
+    #[arg(long)]
+    socket: PathBuf,
+    /// Runtime name written in every record.
+    #[arg(long)]
+    runtime: String,
+    /// JSON-lines file the records are appended to.
+    #[arg(long)]
+    out: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Pod and container lifecycles one after another, timing each RPC.
+    Lifecycle {
+        #[command(flatten)]
+        pod: workload::PodArgs,
+        /// Number of lifecycles.
+        #[arg(long, default_value_t = 10)]
+        n: usize,
+        /// Metric name prefix.
+        #[arg(long, default_value = "lifecycle")]
+        metric: String,
+    },
+    /// Starts pods with one running container each, `clients` at a time, and
+    /// leaves them running (labelled with `tag`).
+    Up {
+        #[command(flatten)]
+        pod: workload::PodArgs,
+        #[arg(long)]
+        pods: usize,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Metric name prefix; without it nothing is recorded.
+        #[arg(long)]
+        metric: Option<String>,
+    },
+    /// Stops and removes the pods labelled with `tag` (every bench pod when
+    /// no tag is given).
+    Down {
+        #[arg(long)]
+        tag: Option<String>,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+    },
+    /// Removes IMAGE, then times its pull, `n` times.
+    ColdPull {
+        #[arg(long)]
+        image: String,
+        #[arg(long, default_value_t = 1)]
+        n: usize,
+    },
+    /// Pulls every image named in FILE (one per line), `clients` at a time.
+    PullAll {
+        #[arg(long)]
+        file: PathBuf,
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+    },
+    /// Times ImageStatus of every image named in FILE, and ListImages `n` times.
+    Warm {
+        #[arg(long)]
+        file: PathBuf,
+        #[arg(long, default_value_t = 20)]
+        n: usize,
+    },
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let cli = Cli::parse();
+    if let Err(err) = run(cli).await {
+        eprintln!("berth-bench: {err}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    let cri = client::Cri::connect(&cli.socket).await?;
+    let out = record::Out::new(&cli.out, &cli.runtime);
+    match cli.command {
+        Command::Lifecycle { pod, n, metric } => {
+            workload::lifecycle(&cri, &out, &pod, n, &metric).await
+        }
+        Command::Up {
+            pod,
+            pods,
+            clients,
+            metric,
+        } => workload::up(&cri, &out, &pod, pods, clients, metric.as_deref()).await,
+        Command::Down { tag, clients } => workload::down(&cri, tag.as_deref(), clients).await,
+        Command::ColdPull { image, n } => images::cold_pull(&cri, &out, &image, n).await,
+        Command::PullAll { file, clients } => images::pull_all(&cri, &file, clients).await,
+        Command::Warm { file, n } => images::warm(&cri, &out, &file, n).await,
+    }
+}

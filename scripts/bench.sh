@@ -1,0 +1,393 @@
+#!/usr/bin/env bash
+# Benchmarks berth side by side with containerd 1.6.20 + runc, and prints one
+# markdown table: containerd, berth and berth/containerd for every metric.
+#
+#   scripts/bench.sh --quick     CI-sized, a few minutes
+#   scripts/bench.sh             full mode (the README's Performance table)
+#   options: --keep (keep the work dir with logs and raw records)
+#
+# Both runtimes run at once, each with its own socket and dirs, the same CNI
+# config (bridge berth-bn0, 10.91.0.0/16, one host-local store) and the same
+# images from one local registry on 127.0.0.1:5070; nothing collides with
+# scripts/critest.sh (port 5000, berth-ct0, 10.89.0.0/16). Every workload is
+# run against both, alternating which goes first from one repetition to the
+# next, because other work on the machine moves absolute numbers:
+#   1. critest -benchmark (pods, containers, images): mean/p50/p95 per RPC;
+#   2. pod+container lifecycles, each RPC timed by one CRI client
+#      (scripts/bench: crates/berth-bench), and the same loop as crictl
+#      processes (runp, create, start, stop, rm, stopp, rmp);
+#   3. concurrency: 50 pods with one container each, 8 clients at once: wall
+#      time until all run, p50/p95 per pod, errors;
+#   4. memory (smaps_rollup RSS and PSS) of the daemon idle and with 10 and
+#      50 pods, and of the per-pod helpers found through their pid files;
+#   5. cold pull of a 6-layer, ~45 MiB image; warm ImageStatus and ListImages
+#      with 100 images stored;
+#   6. lifecycle latency with 0, 100 and 500 other pods running.
+# Quick mode uses fewer repetitions, fewer stored images and fewer other pods;
+# the table's header says which counts it used.
+#
+# It installs what is missing (scripts/install-deps.sh; containerd and runc
+# through scripts/containerd/start.sh; python3), builds berthd, berth-shim,
+# berth-pinns and berth-bench in release mode, and on exit, failure or
+# Ctrl-C stops everything it started by pid, removes its pods (CNI DEL),
+# unmounts what is left under its work dir, and deletes its bridge.
+#
+# Environment: CARGO_TARGET_DIR (default ~/.cache/berth/target),
+# BENCH_OUT (also write the table there), BENCH_REPS (repetitions).
+set -euo pipefail
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+MODE=full
+KEEP=0
+for arg in "$@"; do
+  case "$arg" in
+  --quick) MODE=quick ;;
+  --keep) KEEP=1 ;;
+  -h | --help)
+    sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "usage: $0 [--quick] [--keep]" >&2
+    exit 2
+    ;;
+  esac
+done
+
+if [[ "$MODE" == quick ]]; then
+  REPS="${BENCH_REPS:-2}"
+  CRITEST_N=5 CRITEST_IMAGES_N=3
+  LIFECYCLE_N=5 CRICTL_N=3
+  CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=1
+  MANY_IMAGES=30 LIST_N=10
+  SCALE_LEVELS=(0 20 50) SCALE_N=3
+else
+  REPS="${BENCH_REPS:-3}"
+  CRITEST_N=20 CRITEST_IMAGES_N=10
+  LIFECYCLE_N=10 CRICTL_N=5
+  CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=3
+  MANY_IMAGES=100 LIST_N=20
+  SCALE_LEVELS=(0 100 500) SCALE_N=5
+fi
+MEM_LEVELS=(10 "$CONC_PODS")
+
+REGISTRY_ADDR=127.0.0.1:5070
+REGISTRY=localhost:5070
+BRIDGE=berth-bn0
+SUBNET=10.91.0.0/16
+WORKLOAD_IMAGE=registry.k8s.io/e2e-test-images/busybox:1.29-2
+SANDBOX_IMAGE=registry.k8s.io/pause:3.9
+MIRRORED_HOSTS=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/berth/target}"
+export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$HOME/.cargo/bin${PATH:+:$PATH}"
+PY=/usr/bin/python3
+
+log() { echo "bench: $*" >&2; }
+die() {
+  echo "bench: error: $*" >&2
+  exit 1
+}
+
+# One bench at a time: the runs share the registry port and the bridge.
+exec 8>/run/lock/berth-bench.lock
+flock -n 8 || die "another bench holds /run/lock/berth-bench.lock"
+
+# shellcheck source=lib/process.sh
+source "$repo/scripts/lib/process.sh"
+
+# ---------------------------------------------------------------- dependencies
+
+log "installing what is missing"
+bash "$repo/scripts/install-deps.sh" >&2
+if [[ ! -x "$PY" ]]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null
+fi
+
+log "building berthd, berth-shim, berth-pinns, berth-bench (release) in $CARGO_TARGET_DIR"
+(cd "$repo" && cargo build --release --locked -p berthd -p berth-shim -p berth-pinns -p berth-bench) >&2
+BIN="$CARGO_TARGET_DIR/release"
+BERTHD="$BIN/berthd"
+CLIENT="$BIN/berth-bench"
+
+# ---------------------------------------------------------------- work dir and cleanup
+
+work="$(mktemp -d /tmp/berth-bench.XXXXXX)"
+RESULTS="$work/results.jsonl"
+: >"$RESULTS"
+declare -A SOCK=([berth]="$work/berth/berth.sock" [containerd]="$work/containerd/containerd.sock")
+berthd_pid=""
+
+# mounts_under DIR: mount points at or below DIR, deepest first.
+mounts_under() {
+  awk -v d="$1" '{ mp = $5; gsub(/\\040/, " ", mp);
+      if (mp == d || index(mp, d "/") == 1) print length(mp) "\t" mp }' \
+    /proc/self/mountinfo | sort -rn | cut -f2-
+}
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  set +e
+  log "cleaning up"
+  if [[ -n "$berthd_pid" ]] && kill -0 "$berthd_pid" 2>/dev/null; then
+    # Pods outlive berthd by design: remove them through it (CNI DEL) first.
+    timeout 600 crictl --runtime-endpoint "unix://${SOCK[berth]}" --timeout 60s \
+      rmp --all --force >/dev/null 2>&1
+    stop_pid "$berthd_pid" berthd
+  fi
+  # Shims left by a berthd that died: by the pid files they wrote.
+  local f pid
+  for f in "$work"/berth/state/shims/*/shim.pid; do
+    [[ -f "$f" ]] || continue
+    pid="$(recorded_pid "$f" berth-shim)" && stop_pid "$pid" berth-shim
+  done
+  [[ -d "$work/containerd" ]] && bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
+  BERTH_REGISTRY_ADDR="$REGISTRY_ADDR" bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1
+  local mp attempt
+  for attempt in 1 2 3; do
+    while read -r mp; do
+      [[ -n "$mp" ]] || continue
+      umount "$mp" 2>/dev/null || { ((attempt < 3)) || umount -l "$mp" 2>/dev/null; }
+    done < <(mounts_under "$work")
+  done
+  ip link del "$BRIDGE" 2>/dev/null
+  if [[ "$KEEP" == 1 ]]; then
+    log "work dir kept: $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+[[ ! -d "/sys/class/net/$BRIDGE" ]] || die "bridge $BRIDGE exists already (an earlier bench not cleaned up?)"
+
+# ---------------------------------------------------------------- registry and images
+
+log "registry on $REGISTRY_ADDR, images"
+BERTH_REGISTRY_ADDR="$REGISTRY_ADDR" bash "$repo/scripts/registry.sh" start "$work/registry" >&2
+BERTH_IMAGES_WORKDIR="$work/images" bash "$repo/scripts/images/build.sh" "$REGISTRY" >"$work/images.log" 2>&1 || {
+  tail -n 40 "$work/images.log" >&2
+  die "building the stand-in images failed"
+}
+bash "$repo/scripts/bench/multilayer.sh" "$work/images" "$REGISTRY" >>"$work/images.log" 2>&1 || {
+  tail -n 20 "$work/images.log" >&2
+  die "building the multi-layer image failed"
+}
+"$PY" "$repo/scripts/bench/many_images.py" "$REGISTRY" "$MANY_IMAGES" "$work/many.txt"
+rm -rf "$work/images"
+MULTILAYER_IMAGE="$REGISTRY/bench/multilayer:1"
+
+# ---------------------------------------------------------------- the shared CNI network
+
+mkdir -p "$work/cni/net.d" "$work/cni/ipam"
+CNI_CONF="$work/cni/net.d/10-berth-bench.conflist"
+cat >"$CNI_CONF" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "berth-bench",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$SUBNET" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "dataDir": "$work/cni/ipam"
+      }
+    },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+EOF
+
+# ---------------------------------------------------------------- the runtimes
+
+log "starting berthd"
+mkdir -p "$work/berth"
+{
+  echo 'cgroup_driver = "cgroupfs"'
+  echo '[cni]'
+  echo "conf_dir = \"$work/cni/net.d\""
+  for host in "${MIRRORED_HOSTS[@]}"; do
+    echo "[registry.mirrors.\"$host\"]"
+    echo "endpoints = [\"http://$REGISTRY\"]"
+  done
+} >"$work/berth/runtime-config.toml"
+"$BERTHD" --config "$work/berth/runtime-config.toml" --listen "${SOCK[berth]}" \
+  --root "$work/berth/root" --state "$work/berth/state" \
+  </dev/null >"$work/berth/berthd.log" 2>&1 &
+berthd_pid=$!
+for _ in $(seq 100); do [[ -S "${SOCK[berth]}" ]] && break; sleep 0.1; done
+[[ -S "${SOCK[berth]}" ]] || {
+  tail -n 20 "$work/berth/berthd.log" >&2
+  die "berthd did not start"
+}
+
+log "starting containerd"
+BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" \
+  bash "$repo/scripts/containerd/start.sh" "$work/containerd" >&2
+containerd_pid="$(cat "$work/containerd/containerd.pid")"
+declare -A DAEMON=([berth]="$berthd_pid" [containerd]="$containerd_pid")
+declare -A HELPERS=(
+  [berth]="$work/berth/state/shims/*/shim.pid"
+  [containerd]="parent-of:$work/containerd/state/io.containerd.runtime.v2.task/k8s.io/*/init.pid"
+)
+
+# client RUNTIME ARGS...: the CRI client against RUNTIME, recording to RESULTS.
+client() {
+  local rt="$1"
+  shift
+  "$CLIENT" --socket "${SOCK[$rt]}" --runtime "$rt" --out "$RESULTS" "$@"
+}
+pod_args() { echo --image "$WORKLOAD_IMAGE" --log-root "$work/logs/$1" --tag "$2"; }
+
+# order REP: the runtimes in the order repetition REP runs them.
+order() { if (($1 % 2 == 0)); then echo containerd berth; else echo berth containerd; fi; }
+
+log "pre-pulling the workload image (and containerd's sandbox image)"
+echo "$WORKLOAD_IMAGE" >"$work/workload-images.txt"
+client berth pull-all --file "$work/workload-images.txt"
+echo "$SANDBOX_IMAGE" >>"$work/workload-images.txt"
+client containerd pull-all --file "$work/workload-images.txt"
+
+memory() { # RUNTIME LABEL PODS
+  # shellcheck disable=SC2086 # the helper glob is expanded by memory.py
+  "$PY" "$repo/scripts/bench/memory.py" "$RESULTS" "$1" "$2" "$3" "${DAEMON[$1]}" "${HELPERS[$1]}"
+}
+for rt in containerd berth; do memory "$rt" idle 0; done
+
+# ---------------------------------------------------------------- 1. critest -benchmark
+
+cat >"$work/critest-params.yaml" <<EOF
+containersNumber: $CRITEST_N
+containersNumberParallel: 1
+podsNumber: $CRITEST_N
+podsNumberParallel: 1
+imagesNumber: $CRITEST_IMAGES_N
+imagesNumberParallel: 1
+EOF
+for ((rep = 0; rep < REPS; rep++)); do
+  for rt in $(order "$rep"); do
+    log "critest -benchmark, $rt, repetition $((rep + 1))/$REPS"
+    d="$work/critest/$rt-$rep"
+    mkdir -p "$d"
+    (cd "$d" && timeout 20m critest -benchmark \
+      --runtime-endpoint "unix://${SOCK[$rt]}" --image-endpoint "unix://${SOCK[$rt]}" \
+      --benchmarking-params-file "$work/critest-params.yaml" \
+      --benchmarking-output-dir "$d" --ginkgo.no-color >"$d/critest.log" 2>&1) || {
+      tail -n 30 "$d/critest.log" >&2
+      die "critest -benchmark against $rt failed (log: $d/critest.log)"
+    }
+    "$PY" "$repo/scripts/bench/critest_results.py" "$RESULTS" "$rt" "$d"
+  done
+done
+
+# ---------------------------------------------------------------- 2. lifecycles
+
+cat >"$work/crictl-pod.json" <<EOF
+{
+  "metadata": { "name": "crictl-loop", "namespace": "berth-bench", "uid": "crictl-loop-uid", "attempt": 0 },
+  "hostname": "crictl-loop",
+  "log_directory": "$work/logs/crictl",
+  "labels": { "berth-bench": "crictl" },
+  "linux": {}
+}
+EOF
+cat >"$work/crictl-container.json" <<EOF
+{
+  "metadata": { "name": "work" },
+  "image": { "image": "$WORKLOAD_IMAGE" },
+  "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+  "log_path": "work.log",
+  "labels": { "berth-bench": "crictl" },
+  "linux": {}
+}
+EOF
+mkdir -p "$work/logs/crictl"
+for ((rep = 0; rep < REPS; rep++)); do
+  for rt in $(order "$rep"); do
+    log "lifecycles, $rt, repetition $((rep + 1))/$REPS"
+    # shellcheck disable=SC2046
+    client "$rt" lifecycle $(pod_args "$rt" life) --n "$LIFECYCLE_N" --metric lifecycle
+    "$PY" "$repo/scripts/bench/crictl_loop.py" "$RESULTS" "$rt" "${SOCK[$rt]}" "$CRICTL_N" \
+      "$work/crictl-pod.json" "$work/crictl-container.json"
+  done
+done
+
+# ---------------------------------------------------------------- 3+4. concurrency and memory
+
+for rt in containerd berth; do
+  log "memory with ${MEM_LEVELS[0]} pods, $rt"
+  # shellcheck disable=SC2046
+  client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
+  memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
+  client "$rt" down --tag mem --clients "$CONC_CLIENTS"
+done
+for ((rep = 0; rep < CONC_REPS; rep++)); do
+  for rt in $(order "$rep"); do
+    log "concurrency: $CONC_PODS pods, $CONC_CLIENTS clients, $rt, repetition $((rep + 1))/$CONC_REPS"
+    # shellcheck disable=SC2046
+    client "$rt" up $(pod_args "$rt" conc) --pods "$CONC_PODS" --clients "$CONC_CLIENTS" --metric concurrency
+    ((rep > 0)) || memory "$rt" "$CONC_PODS pods" "$CONC_PODS"
+    client "$rt" down --tag conc --clients "$CONC_CLIENTS"
+  done
+done
+
+# ---------------------------------------------------------------- 5. images
+
+echo "$MULTILAYER_IMAGE" >"$work/multilayer.txt"
+for ((rep = 0; rep < REPS; rep++)); do
+  for rt in $(order "$rep"); do
+    log "cold pull of $MULTILAYER_IMAGE, $rt, repetition $((rep + 1))/$REPS"
+    client "$rt" cold-pull --image "$MULTILAYER_IMAGE" --n 1
+  done
+done
+for rt in containerd berth; do
+  log "pulling $MANY_IMAGES small images into $rt"
+  client "$rt" pull-all --file "$work/many.txt" --clients 4
+done
+for ((rep = 0; rep < REPS; rep++)); do
+  for rt in $(order "$rep"); do
+    log "warm ImageStatus/ListImages, $rt, repetition $((rep + 1))/$REPS"
+    client "$rt" warm --file "$work/many.txt" --n "$LIST_N"
+  done
+done
+
+# ---------------------------------------------------------------- 6. scaling
+
+running=0
+for level in "${SCALE_LEVELS[@]}"; do
+  if ((level > running)); then
+    for rt in containerd berth; do
+      log "scaling: starting $((level - running)) more pods in $rt (to $level)"
+      # shellcheck disable=SC2046
+      client "$rt" up $(pod_args "$rt" bg) --pods "$((level - running))" --clients "$CONC_CLIENTS"
+    done
+    running=$level
+  fi
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "scaling: lifecycles with $level other pods, $rt, repetition $((rep + 1))/$REPS"
+      # shellcheck disable=SC2046
+      client "$rt" lifecycle $(pod_args "$rt" scale) --n "$SCALE_N" --metric "scale/$level"
+    done
+  done
+done
+for rt in containerd berth; do
+  log "removing the $running background pods of $rt"
+  client "$rt" down --tag bg --clients "$CONC_CLIENTS"
+done
+
+# ---------------------------------------------------------------- the table
+
+notes=(
+  "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $(containerd --version | awk '{print $3}') + runc $(runc --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition."
+)
+"$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
+[[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Prints the bench's markdown table from its JSON-lines records.
+
+    report.py RESULTS [--note TEXT]...
+
+Every record is {"runtime", "metric", "unit", "samples"}; samples of the same
+runtime and metric (from alternating repetitions) are pooled. Each row shows
+containerd, berth and berth/containerd for one statistic of one metric. Then
+the issue's "must show" targets, each met or missed (and by how much).
+"""
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+RUNTIMES = ("containerd", "berth")
+
+# (metric regexp, statistics shown, section). The first match decides.
+RULES = [
+    (r"^critest/", ("mean", "p50", "p95"), "critest -benchmark (ms per RPC)"),
+    (r"^lifecycle/", ("mean",), "Lifecycle, one CRI client, no other pods (ms per RPC)"),
+    (r"^crictl/", ("mean",), "crictl lifecycle loop (ms per crictl process)"),
+    (r"^concurrency/wall", ("mean",), "Concurrency"),
+    (r"^concurrency/per_pod", ("p50", "p95"), "Concurrency"),
+    (r"^concurrency/errors", ("sum",), "Concurrency"),
+    (r"^memory/helpers", (), "Memory (MiB)"),
+    (r"^memory/", ("mean",), "Memory (MiB)"),
+    (r"^image/", ("mean", "p95"), "Images (ms)"),
+    (r"^scale/", ("mean",), "Scaling: lifecycle with other pods running (ms)"),
+    (r"", ("mean",), "Other"),
+]
+
+# Order of steps inside a section, where it is not the order of appearance.
+STEP_ORDER = ["RunPodSandbox", "PodSandboxStatus", "CreateContainer", "StartContainer",
+              "ContainerStatus", "StopContainer", "RemoveContainer", "StopPodSandbox",
+              "RemovePodSandbox", "PullImage", "ImageStatus", "RemoveImage", "ListImages",
+              "runp", "create", "start", "stop", "rm", "stopp", "rmp", "total"]
+
+# The issue's targets: (label, metric, statistic, maximum berth/containerd).
+TARGETS = [
+    ("RunPodSandbox (critest)", "critest/RunPodSandbox", "mean", 0.5),
+    ("StartContainer (critest)", "critest/StartContainer", "mean", 0.5),
+    ("crictl lifecycle loop", "crictl/total", "mean", 0.5),
+    ("per-pod helper PSS (50 pods)", "memory/helper PSS per pod 50 pods", "mean", 1 / 3),
+    ("daemon RSS with 50 pods", "memory/daemon RSS 50 pods", "mean", 0.5),
+]
+
+
+def stat(samples, name):
+    if not samples:
+        return None
+    s = sorted(samples)
+    if name == "mean":
+        return statistics.fmean(s)
+    if name == "sum":
+        return sum(s)
+    if name in ("p50", "p95"):
+        q = 0.5 if name == "p50" else 0.95
+        # Nearest rank.
+        k = max(0, min(len(s) - 1, int(round(q * len(s) + 0.5)) - 1))
+        return s[k]
+    raise ValueError(name)
+
+
+def fmt(v, unit):
+    if v is None:
+        return "–"
+    if unit == "count":
+        return f"{v:.0f}"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def ratio(b, c):
+    if b is None or c is None:
+        return None
+    if c == 0:
+        return None
+    return b / c
+
+
+def rule_for(metric):
+    for pattern, stats, section in RULES:
+        if re.search(pattern, metric):
+            return stats, section
+    return ("mean",), "Other"
+
+
+def sort_key(metric, first_seen):
+    step = metric.rsplit("/", 1)[-1]
+    # Scaling metrics: scale/<pods>/<step>; order by pods, then step.
+    m = re.match(r"^scale/(\d+)/", metric)
+    level = int(m.group(1)) if m else 0
+    order = STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER)
+    return (level, order, first_seen[metric])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--note", action="append", default=[])
+    args = ap.parse_args()
+
+    samples = defaultdict(list)
+    units = {}
+    first_seen = {}
+    with open(args.results, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)
+            samples[(r["metric"], r["runtime"])].extend(r["samples"])
+            units[r["metric"]] = r["unit"]
+            first_seen.setdefault(r["metric"], len(first_seen))
+
+    sections = defaultdict(list)
+    section_order = []
+    for metric in first_seen:
+        stats, section = rule_for(metric)
+        if section not in section_order:
+            section_order.append(section)
+        sections[section].append((metric, stats))
+    section_order.sort(key=lambda s: [r[2] for r in RULES].index(s))
+
+    out = []
+    for note in args.note:
+        out.append(note)
+    if args.note:
+        out.append("")
+    out.append("| Metric | containerd | berth | berth/containerd |")
+    out.append("|---|---:|---:|---:|")
+    for section in section_order:
+        out.append(f"| **{section}** | | | |")
+        rows = sorted(sections[section], key=lambda ms: sort_key(ms[0], first_seen))
+        for metric, stats in rows:
+            name = metric.split("/", 1)[1] if "/" in metric else metric
+            name = name.replace("/", " ")
+            if metric.startswith("scale/"):
+                name = f"{name.split(' ', 1)[1]}, {name.split(' ', 1)[0]} other pods"
+            for st in stats:
+                c = stat(samples.get((metric, "containerd")), st)
+                b = stat(samples.get((metric, "berth")), st)
+                rr = ratio(b, c)
+                label = name if len(stats) == 1 and st in ("mean", "sum") else f"{name} ({st})"
+                out.append(f"| {label} | {fmt(c, units[metric])} | {fmt(b, units[metric])} | "
+                           f"{'–' if rr is None else f'{rr:.2f}'} |")
+
+    out.append("")
+    out.append("Targets (berth/containerd):")
+    out.append("")
+    for label, metric, st, limit in TARGETS:
+        c = stat(samples.get((metric, "containerd")), st)
+        b = stat(samples.get((metric, "berth")), st)
+        rr = ratio(b, c)
+        if rr is None:
+            out.append(f"- {label}: not measured")
+        elif rr <= limit:
+            out.append(f"- {label}: {rr:.2f} ≤ {limit:.2f}: met")
+        else:
+            out.append(f"- {label}: {rr:.2f} > {limit:.2f}: missed, {rr / limit:.2f}× the target")
+    errors = stat(samples.get(("concurrency/errors", "berth")), "sum")
+    if errors is not None:
+        verdict = "met" if errors == 0 else "missed"
+        out.append(f"- errors in berth's concurrency runs: {errors:.0f}: {verdict}")
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
