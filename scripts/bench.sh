@@ -94,6 +94,8 @@ flock -n 8 || die "another bench holds /run/lock/berth-bench.lock"
 
 # shellcheck source=lib/process.sh
 source "$repo/scripts/lib/process.sh"
+# shellcheck source=lib/cni.sh
+source "$repo/scripts/lib/cni.sh"
 
 # ---------------------------------------------------------------- dependencies
 
@@ -183,27 +185,7 @@ MULTILAYER_IMAGE="$REGISTRY/bench/multilayer:1"
 
 mkdir -p "$work/cni/net.d" "$work/cni/ipam"
 CNI_CONF="$work/cni/net.d/10-berth-bench.conflist"
-cat >"$CNI_CONF" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "berth-bench",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$SUBNET" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }],
-        "dataDir": "$work/cni/ipam"
-      }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true } }
-  ]
-}
-EOF
+write_bridge_network "$CNI_CONF" berth-bench "$BRIDGE" "$SUBNET" "$work/cni/ipam"
 
 # ---------------------------------------------------------------- the runtimes
 

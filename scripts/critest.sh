@@ -34,6 +34,8 @@ if ! flock -n 9; then
 fi
 # shellcheck source=lib/process.sh
 source "$repo/scripts/lib/process.sh"
+# shellcheck source=lib/cni.sh
+source "$repo/scripts/lib/cni.sh"
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 berthd_pid=""
@@ -92,27 +94,8 @@ bash "$repo/scripts/images/build.sh" "$registry" >"$work/images.log" 2>&1 || {
 
 # A CNI network of its own, so /etc/cni/net.d is never touched.
 mkdir -p "$work/net.d"
-cat >"$work/net.d/10-berth-critest.conflist" <<CNI
-{
-  "cniVersion": "1.0.0",
-  "name": "berth-critest",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "berth-ct0",
-      "isGateway": true,
-      "ipMasq": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "10.89.0.0/16" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }],
-        "dataDir": "$work/cni-ipam"
-      }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true } }
-  ]
-}
-CNI
+write_bridge_network "$work/net.d/10-berth-critest.conflist" berth-critest berth-ct0 \
+  10.89.0.0/16 "$work/cni-ipam"
 
 # Images resolve through mirrors, never a registry prefix (see
 # shared CONFORMANCE.md): every upstream critest names maps to the local one.

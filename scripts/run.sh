@@ -5,6 +5,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
+# shellcheck source=lib/cni.sh
+source "$repo/scripts/lib/cni.sh"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/target}"
 
 bash scripts/install-deps.sh
@@ -19,27 +21,7 @@ cni_subnet="${BERTH_CNI_SUBNET:-10.88.0.0/16}"
 mkdir -p "$cni_conf_dir"
 if ! ls "$cni_conf_dir" | grep -qE '\.(conf|conflist|json)$'; then
   echo "run.sh: writing $cni_conf_dir/10-berth.conflist (bridge $cni_bridge, subnet $cni_subnet)" >&2
-  cat >"$cni_conf_dir/10-berth.conflist" <<CNI
-{
-  "cniVersion": "1.0.0",
-  "name": "berth",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$cni_bridge",
-      "isGateway": true,
-      "ipMasq": true,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$cni_subnet" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    },
-    { "type": "portmap", "capabilities": { "portMappings": true } }
-  ]
-}
-CNI
+  write_bridge_network "$cni_conf_dir/10-berth.conflist" berth "$cni_bridge" "$cni_subnet"
 fi
 
 cargo build --release --locked -p berthd -p berth-pinns
