@@ -411,4 +411,21 @@ async fn update_resources_reach_the_cgroup_and_the_status() {
         "status reports the update, and keeps what it did not change: {updated:?}"
     );
     harness.remove_pod(&pod).await;
+
+    // Removal renames the container's directories into the trash at once
+    // and deletes them in the background.
+    let sandbox = &harness.berthd.sandbox;
+    assert!(!sandbox.root().join("containers").join(&app).exists());
+    assert!(!sandbox.state().join("containers").join(&app).exists());
+    let trash_empty = || {
+        [sandbox.root(), sandbox.state()].iter().all(|base| {
+            std::fs::read_dir(base.join("trash"))
+                .map_or(true, |mut entries| entries.next().is_none())
+        })
+    };
+    let deadline = Instant::now() + SETTLE;
+    while !trash_empty() {
+        assert!(Instant::now() < deadline, "the trash was not purged");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -218,6 +218,8 @@ pub async fn run(
         }
     };
     let config = &context.config;
+    // Directories of containers removed just before a crash or restart.
+    crate::container::trash::purge_leftovers(&[&config.root_dir, &config.state_dir]);
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         config = %source,

@@ -6,6 +6,7 @@ pub mod resources;
 pub mod rootfs;
 pub mod shim;
 pub mod store;
+pub mod trash;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -403,13 +404,17 @@ impl ContainerManager {
         let _ = shim::call(&record.shim_dir, Request::Shutdown, Duration::ZERO).await;
         rootfs::unmount_rootfs(&RootfsPaths::new(&record.layer_dir, &record.bundle))
             .map_err(|err| Status::internal(err.to_string()))?;
+        let mut trashed = Vec::new();
         for dir in [&record.bundle, &record.layer_dir, &record.shim_dir] {
-            if let Err(err) = std::fs::remove_dir_all(dir) {
-                if err.kind() != std::io::ErrorKind::NotFound {
+            match trash::discard(dir).await {
+                Ok(moved) => trashed.extend(moved),
+                Err(err) => {
+                    trash::purge(trashed);
                     return Err(internal(&format!("removing {}", dir.display()), &err));
                 }
             }
         }
+        trash::purge(trashed);
         self.store.remove(&record.id);
         self.store.release_name(&record.name_key, &record.id);
         Ok(())
