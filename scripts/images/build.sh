@@ -474,14 +474,23 @@ push_one() {
     die "push of $tag to $REGISTRY/$dest failed"
 }
 # Two at a time; the busybox base goes first and alone, so that its layer is
-# uploaded once.
+# uploaded once. Two tags of one repository never go at once: the registry
+# (distribution 2.8, filesystem storage) may answer 500 to concurrent blob
+# checks in one repository (seen: test-image-tags:1 and :2).
 pids=()
+last_repo=""
 for i in "${!PUSH[@]}"; do
   read -r tag dest <<<"${PUSH[$i]}"
   if ((i == 0)); then
     push_one "$i" "$tag" "$dest"
     continue
   fi
+  repo="${dest%:*}"
+  if [[ "$repo" == "$last_repo" ]]; then
+    for p in "${pids[@]}"; do wait "$p" || die "push failed"; done
+    pids=()
+  fi
+  last_repo="$repo"
   push_one "$i" "$tag" "$dest" &
   pids+=($!)
   if ((${#pids[@]} >= 2)); then
