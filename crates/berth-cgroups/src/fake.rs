@@ -219,6 +219,16 @@ impl CgroupManager for FakeManager {
         let rel = relative(path)?;
         Ok(self.lock().pids_in(&normalized(&rel), true))
     }
+
+    fn has_children(&self, path: &str) -> Result<bool, CgroupError> {
+        let rel = relative(path)?;
+        let path = normalized(&rel);
+        Ok(self
+            .lock()
+            .cgroups
+            .iter()
+            .any(|c| c != &path && is_in_subtree(c, &path)))
+    }
 }
 
 #[cfg(test)]

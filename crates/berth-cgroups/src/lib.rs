@@ -9,22 +9,26 @@
 //!   removes exactly the ones berth created, once empty.
 //! - [`stats`]: usage read from cgroup files (cpu, memory, swap, pids),
 //!   v1 and v2.
+//! - [`systemd`]: [`SystemdManager`], the systemd driver: pod parents as
+//!   slices and sandbox cgroups as scopes, transient units over D-Bus.
+//! - [`host`]: what the host's cgroups offer (v2, hugetlb, swap), read once.
 //! - [`fake`]: an in-memory [`CgroupManager`] for unit tests.
-//!
-//! The systemd driver is supported for naming only; its manager (transient
-//! units over D-Bus) is not written yet.
 
 pub mod fake;
+pub mod host;
 pub mod manager;
 pub mod naming;
 pub mod stats;
+pub mod systemd;
 pub mod tracker;
 pub mod update;
 
+pub use host::HostFeatures;
 pub use manager::{CgroupError, CgroupManager, CgroupfsManager, Layout};
 pub use naming::{
     container_cgroup, expand_slice, sandbox_cgroup, systemd_booted, CgroupLocation, Driver,
     NamingError,
 };
+pub use systemd::{DbusSystemd, SystemdManager};
 pub use tracker::ParentTracker;
 pub use update::ResourceUpdate;

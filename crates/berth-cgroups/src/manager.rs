@@ -82,6 +82,9 @@ pub enum CgroupError {
     /// A cgroup file did not hold what the kernel writes there.
     #[error("unexpected line {line:?} in {}", file.display())]
     Parse { file: PathBuf, line: String },
+    /// systemd refused, failed or was too slow to start or stop a unit.
+    #[error("systemd unit {unit}: {message}")]
+    Systemd { unit: String, message: String },
     /// The parent tracker's state file could not be read or written.
     #[error("cgroup parent state {}: {source}", file.display())]
     State {
@@ -126,6 +129,9 @@ pub trait CgroupManager: Send + Sync {
     /// The processes in `path` and all its descendants, sorted: what must be
     /// killed before [`CgroupManager::remove`] can succeed.
     fn subtree_pids(&self, path: &str) -> Result<Vec<i32>, CgroupError>;
+
+    /// Whether `path` has child cgroups in any hierarchy.
+    fn has_children(&self, path: &str) -> Result<bool, CgroupError>;
 }
 
 /// How the cgroup file systems are laid out on this host.
@@ -427,6 +433,16 @@ impl CgroupManager for CgroupfsManager {
             }
         }
         Ok(pids.into_iter().collect())
+    }
+
+    fn has_children(&self, path: &str) -> Result<bool, CgroupError> {
+        let rel = relative(path)?;
+        for dir in self.dirs(&rel).into_iter().filter(|d| d.is_dir()) {
+            if has_child_cgroups(&dir)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 

@@ -31,10 +31,20 @@ const SYSTEMD_RUN_DIR: &str = "/run/systemd/system";
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum NamingError {
     /// A systemd slice name was sent while berth runs the cgroupfs driver.
-    #[error("cgroup parent {parent:?} is a systemd slice, but the cgroup driver is cgroupfs")]
+    #[error(
+        "cgroup parent {parent:?} is a systemd slice, but berth's cgroup driver is cgroupfs: \
+         set cgroup_driver = \"systemd\" (or \"auto\" on a systemd host) in berth's config, \
+         or have the client send a cgroupfs path such as /kubepods/burstable/pod<uid> \
+         (kubelet: cgroupDriver must match berth's, or be left unset)"
+    )]
     SliceWithCgroupfs { parent: String },
     /// A cgroupfs path was sent while berth runs the systemd driver.
-    #[error("cgroup parent {parent:?} is not a systemd slice, but the cgroup driver is systemd")]
+    #[error(
+        "cgroup parent {parent:?} is a cgroupfs path, but berth's cgroup driver is systemd: \
+         set cgroup_driver = \"cgroupfs\" in berth's config, or have the client send a slice \
+         name such as kubepods-burstable-pod<uid>.slice (kubelet: cgroupDriver must match \
+         berth's, or be left unset)"
+    )]
     PathWithSystemd { parent: String },
     /// The cgroupfs driver needs an absolute path.
     #[error(
@@ -368,6 +378,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_driver_mismatch_names_both_drivers_and_the_fix() {
+        let err =
+            sandbox_cgroup(Driver::Cgroupfs, "kubepods-pod1.slice", "/berth", "a").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("systemd slice") && text.contains("driver is cgroupfs"));
+        assert!(text.contains("cgroup_driver = \"systemd\""), "{text}");
+        let err =
+            sandbox_cgroup(Driver::Systemd, "/kubepods/pod1", "system.slice", "a").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("cgroupfs path") && text.contains("driver is systemd"));
+        assert!(text.contains("cgroup_driver = \"cgroupfs\""), "{text}");
+    }
+
+    #[test]
     fn expand_slice_examples() {
         assert_eq!(
             expand_slice("kubepods-burstable-pod123_456.slice").unwrap(),
@@ -455,10 +479,9 @@ mod tests {
     #[test]
     fn cgroupfs_rejects_slice_parent_naming_both() {
         let err = sandbox_cgroup(Driver::Cgroupfs, "kubepods.slice", "/berth", "abc").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "cgroup parent \"kubepods.slice\" is a systemd slice, but the cgroup driver is cgroupfs"
-        );
+        assert!(err.to_string().starts_with(
+            "cgroup parent \"kubepods.slice\" is a systemd slice, but berth's cgroup driver is cgroupfs: "
+        ));
         for slice in ["/test.slice", "/kubepods.slice/kubepods-burstable.slice"] {
             assert_eq!(
                 sandbox_cgroup(Driver::Cgroupfs, slice, "/berth", "abc").unwrap_err(),
@@ -555,10 +578,9 @@ mod tests {
     fn systemd_rejects_path_parent_naming_both() {
         let err =
             sandbox_cgroup(Driver::Systemd, "/kubepods/pod1", "system.slice", "abc").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "cgroup parent \"/kubepods/pod1\" is not a systemd slice, but the cgroup driver is systemd"
-        );
+        assert!(err.to_string().starts_with(
+            "cgroup parent \"/kubepods/pod1\" is a cgroupfs path, but berth's cgroup driver is systemd: "
+        ));
     }
 
     #[test]

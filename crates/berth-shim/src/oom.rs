@@ -36,6 +36,38 @@ impl OomProbe {
         Self { files }
     }
 
+    /// Finds the cgroup of a running process from its `/proc/<pid>/cgroup`
+    /// text: this works whatever named the cgroup (a cgroupfs path, or a
+    /// systemd scope that libcontainer made from `slice:prefix:name`).
+    pub fn for_process(cgroup_root: &Path, proc_cgroup: &str) -> Self {
+        let mut files = Vec::new();
+        for line in proc_cgroup.lines() {
+            let mut fields = line.splitn(3, ':');
+            let (Some(_), Some(controllers), Some(path)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            let rel = path.trim_start_matches('/');
+            if rel.is_empty() {
+                continue; // the root cgroup: not the container's own
+            }
+            if controllers.is_empty() {
+                files.push(cgroup_root.join(rel).join("memory.events"));
+                files.push(cgroup_root.join("unified").join(rel).join("memory.events"));
+            } else if controllers.split(',').any(|c| c == "memory") {
+                files.insert(
+                    0,
+                    cgroup_root
+                        .join("memory")
+                        .join(rel)
+                        .join("memory.oom_control"),
+                );
+            }
+        }
+        Self { files }
+    }
+
     /// The counter, from the first file that has one.
     pub fn oom_kills(&self) -> Option<u64> {
         self.files
@@ -85,6 +117,26 @@ mod tests {
         fs::create_dir_all(&v1).expect("mkdir");
         fs::write(v1.join("memory.oom_control"), "under_oom 0\noom_kill 1\n").expect("write");
         assert_eq!(probe.oom_kills(), Some(1));
+    }
+
+    #[test]
+    fn a_process_cgroup_file_names_the_files() {
+        let root = Path::new("/sys/fs/cgroup");
+        let v2 = OomProbe::for_process(root, "0::/a.slice/berth-c1.scope\n");
+        assert_eq!(
+            v2.files[0],
+            Path::new("/sys/fs/cgroup/a.slice/berth-c1.scope/memory.events")
+        );
+        let v1 = OomProbe::for_process(
+            root,
+            "12:pids:/pod/c1\n4:memory:/pod/c1\n1:name=systemd:/pod/c1\n0::/pod/c1\n",
+        );
+        assert_eq!(
+            v1.files[0],
+            Path::new("/sys/fs/cgroup/memory/pod/c1/memory.oom_control")
+        );
+        assert_eq!(v1.files.len(), 3);
+        assert!(OomProbe::for_process(root, "0::/\n").files.is_empty());
     }
 
     #[test]

@@ -134,7 +134,15 @@ impl ContainerRef {
     }
 
     /// Creates the container: the init is set up and waits for `start`.
-    pub fn create(&self, bundle: &Path, stdio: InitStdio) -> Result<Container, LibcontainerError> {
+    /// `systemd_cgroup`: the spec's cgroupsPath is systemd's
+    /// `slice:prefix:name` ([`is_systemd_cgroups_path`]), so libcontainer
+    /// makes the container a transient scope over D-Bus.
+    pub fn create(
+        &self,
+        bundle: &Path,
+        stdio: InitStdio,
+        systemd_cgroup: bool,
+    ) -> Result<Container, LibcontainerError> {
         let builder = self.builder(CleanExecutor::default())?.validate_id()?;
         let builder = match stdio {
             InitStdio::Pipes {
@@ -149,7 +157,7 @@ impl ContainerRef {
         };
         builder
             .as_init(bundle)
-            .with_systemd(false)
+            .with_systemd(systemd_cgroup)
             .with_detach(true)
             .build()
     }
@@ -238,4 +246,23 @@ pub fn kill_all(container: &mut Container, signal: i32) -> Result<(), Libcontain
     let sig = libcontainer::signal::Signal::try_from(signal)
         .map_err(|e| LibcontainerError::Other(e.to_string()))?;
     container.kill(sig, true)
+}
+
+/// `slice:prefix:name` (systemd) as opposed to an absolute path (cgroupfs).
+pub fn is_systemd_cgroups_path(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    !text.starts_with('/') && text.split(':').count() == 3
+}
+
+#[cfg(test)]
+mod cgroups_path_tests {
+    use super::*;
+
+    #[test]
+    fn systemd_paths_are_triples() {
+        assert!(is_systemd_cgroups_path(Path::new("system.slice:berth:c1")));
+        assert!(is_systemd_cgroups_path(Path::new(":berth:c1")));
+        assert!(!is_systemd_cgroups_path(Path::new("/berth/c1")));
+        assert!(!is_systemd_cgroups_path(Path::new("/a:b:c")));
+    }
 }

@@ -146,6 +146,10 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         });
     }
     let log = LogFile::open(cfg.log_path.clone()).map_err(SetupError::Log)?;
+    let systemd_cgroup = bundle
+        .cgroups_path
+        .as_deref()
+        .is_some_and(crate::runtime::is_systemd_cgroups_path);
 
     let (container, outputs, stdin, pty) = if cfg.tty {
         let console = ConsoleSocket::bind(&cfg.files.console_socket())
@@ -155,6 +159,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             .create(
                 &cfg.bundle,
                 InitStdio::Console(console.path().to_path_buf()),
+                systemd_cgroup,
             )
             .map_err(SetupError::Create)?;
         let master = match console
@@ -213,6 +218,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
                     stdout: out_w,
                     stderr: err_w,
                 },
+                systemd_cgroup,
             )
             .map_err(SetupError::Create)?;
         let outputs = vec![

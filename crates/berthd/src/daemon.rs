@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use berth_cgroups::{CgroupManager, CgroupfsManager, ParentTracker};
+use berth_cgroups::{
+    CgroupManager, CgroupfsManager, DbusSystemd, HostFeatures, ParentTracker, SystemdManager,
+};
 use berth_image::hosts::{Mirrors, RegistryHosts};
 use berth_image::pull::ImagePuller;
 use berth_image::store::ImageStore;
@@ -84,6 +86,8 @@ fn open_context(
     let cgroupfs = Arc::new(
         CgroupfsManager::new().map_err(|err| DaemonError::Startup(format!("cgroups: {err}")))?,
     );
+    let features = HostFeatures::detect(cgroupfs.layout());
+    tracing::info!(layout = ?cgroupfs.layout(), ?features, "cgroups");
     let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver, &cgroupfs)?);
     let containers = Arc::new(ContainerManager {
         store: ContainerStore::open(&config.state_dir.join("containers"))
@@ -95,6 +99,11 @@ fn open_context(
         shims_dir: config.state_dir.join("shims"),
         shim: helper_binary("berth-shim"),
         cgroups: cgroupfs,
+        features: berth_spec::CgroupFeatures {
+            v2: features.v2,
+            hugetlb: features.hugetlb,
+            swap: features.swap,
+        },
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let context = RuntimeContext {
@@ -144,7 +153,16 @@ fn open_sandboxes(
 ) -> Result<SandboxManager, DaemonError> {
     let startup =
         |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
-    let cgroups: Arc<dyn CgroupManager> = cgroupfs.clone();
+    let cgroups: Arc<dyn CgroupManager> = match driver {
+        CgroupDriver::Cgroupfs => cgroupfs.clone(),
+        // systemd owns the cgroups of its units: slices and scopes are made
+        // and removed over D-Bus, never by mkdir/rmdir behind its back.
+        CgroupDriver::Systemd => {
+            let bus = DbusSystemd::connect()
+                .map_err(|err| startup("the systemd cgroup driver needs systemd's D-Bus", &err))?;
+            Arc::new(SystemdManager::new(Box::new(bus), cgroupfs.clone()))
+        }
+    };
     let parents = ParentTracker::open(
         cgroups.clone(),
         config.state_dir.join("cgroup-parents.json"),

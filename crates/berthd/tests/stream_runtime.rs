@@ -143,6 +143,7 @@ impl Runtime {
             shims_dir: tmp.path().join("shims"),
             shim: shim_binary(),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
+            features: berth_spec::CgroupFeatures::default(),
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());
         Self {
@@ -201,6 +202,7 @@ impl Runtime {
             bundle,
             layer_dir: dir.join("layer"),
             shim_dir,
+            cgroup_path: cgroup.clone(),
             cgroups_path: cgroup,
             pid,
             stop_signal: 15,

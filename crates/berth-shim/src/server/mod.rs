@@ -99,8 +99,14 @@ impl Server {
     ) -> Self {
         // without a cgroupsPath libcontainer picks one itself; berthd always
         // sets it, so OOM detection simply stays off then
-        let cgroups_path = created.bundle.cgroups_path.clone().unwrap_or_default();
-        let oom = OomProbe::new(std::path::Path::new("/sys/fs/cgroup"), &cgroups_path);
+        let cgroup_root = std::path::Path::new("/sys/fs/cgroup");
+        let oom = match std::fs::read_to_string(format!("/proc/{}/cgroup", created.init_pid)) {
+            Ok(text) => OomProbe::for_process(cgroup_root, &text),
+            Err(_) => {
+                let cgroups_path = created.bundle.cgroups_path.clone().unwrap_or_default();
+                OomProbe::new(cgroup_root, &cgroups_path)
+            }
+        };
         let oom_baseline = oom.oom_kills().unwrap_or(0);
         let stdin = created.stdin.map(|fd| ContainerStdin {
             fd,

@@ -44,6 +44,8 @@ pub struct ContainerManager {
     pub shim: PathBuf,
     /// For resource updates of running containers.
     pub cgroups: Arc<berth_cgroups::CgroupfsManager>,
+    /// What the host's cgroups offer, read at start-up.
+    pub features: CgroupFeatures,
 }
 
 /// What a failed create has to undo.
@@ -177,6 +179,7 @@ impl ContainerManager {
         let location =
             berth_cgroups::container_cgroup(self.sandboxes.driver, &sandbox.cgroup_parent, id)
                 .map_err(|err| Status::invalid_argument(format!("cgroup: {err}")))?;
+        let cgroups_path = self.oci_cgroups_path(&location);
         let target_pid = self.target_pid(&config, &sandbox.id).await?;
         let namespaces = SandboxNamespaces {
             network: sandbox.namespaces.get("net").cloned(),
@@ -206,12 +209,12 @@ impl ContainerManager {
                 image: &image_view,
                 rootfs: &paths.merged,
                 namespaces: &namespaces,
-                cgroups_path: location.oci_cgroups_path(),
+                cgroups_path: &cgroups_path,
                 etc_passwd: etc_passwd.as_deref(),
                 etc_group: etc_group.as_deref(),
                 sandbox_files: files,
                 host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
-                features: CgroupFeatures::default(),
+                features: self.features,
                 host: &OsHost,
             };
             let spec = berth_spec::container_spec(&inputs).map_err(spec_status)?;
@@ -252,7 +255,8 @@ impl ContainerManager {
             bundle,
             layer_dir,
             shim_dir,
-            cgroups_path: location.oci_cgroups_path().to_string(),
+            cgroups_path,
+            cgroup_path: location.path.clone(),
             pid,
             stop_signal,
         };
@@ -260,6 +264,19 @@ impl ContainerManager {
             .persist(&record)
             .map_err(|err| Status::internal(err.to_string()))?;
         Ok(record)
+    }
+
+    /// The spec's `linux.cgroupsPath`: systemd's `slice:berth:<id>` under
+    /// the systemd driver on cgroup v2, where libcontainer makes the scope;
+    /// the expanded path otherwise (libcontainer's systemd support is v2
+    /// only, so on a v1 systemd host the container's cgroups are made
+    /// directly inside its pod's slice).
+    fn oci_cgroups_path(&self, location: &berth_cgroups::CgroupLocation) -> String {
+        if self.features.v2 {
+            location.oci_cgroups_path().to_string()
+        } else {
+            location.path.clone()
+        }
     }
 
     /// For PID TARGET: the init pid of the target container, which must
@@ -467,7 +484,7 @@ impl ContainerManager {
         let mut record = handle.lock().await;
         let update = resources::cgroup_update(resources);
         let cgroups = self.cgroups.clone();
-        let path = record.cgroups_path.clone();
+        let path = record.cgroup_dir().to_string();
         tokio::task::spawn_blocking(move || cgroups.update(&path, &update))
             .await
             .map_err(|err| Status::internal(format!("update task: {err}")))?

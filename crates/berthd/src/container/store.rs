@@ -30,7 +30,12 @@ pub struct ContainerRecord {
     pub layer_dir: PathBuf,
     /// The shim's files: socket, pid, exit status.
     pub shim_dir: PathBuf,
+    /// The spec's `linux.cgroupsPath` (`slice:berth:<id>` under systemd).
     pub cgroups_path: String,
+    /// The container's cgroup as a path under each hierarchy's root
+    /// (records from before it was kept have only `cgroups_path`).
+    #[serde(default)]
+    pub cgroup_path: String,
     /// The container's init pid as the shim reported it at creation.
     pub pid: i32,
     /// Signal StopContainer sends first (the image's STOPSIGNAL, else SIGTERM).
@@ -38,6 +43,15 @@ pub struct ContainerRecord {
 }
 
 impl ContainerRecord {
+    /// The container's cgroup as a path under each hierarchy's root.
+    pub fn cgroup_dir(&self) -> &str {
+        if self.cgroup_path.is_empty() {
+            &self.cgroups_path
+        } else {
+            &self.cgroup_path
+        }
+    }
+
     pub fn decode_config(&self) -> ContainerConfig {
         base64::engine::general_purpose::STANDARD
             .decode(&self.config)

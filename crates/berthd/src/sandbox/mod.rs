@@ -246,7 +246,9 @@ impl SandboxManager {
             dir,
             namespaces: pinned.namespaces,
             infra,
-            cgroup_parent: location.parent_path.clone(),
+            // The parent in the driver's own form (a slice name under
+            // systemd): containers' cgroups are named from it.
+            cgroup_parent: location.parent.clone(),
             cgroup_path: location.path.clone(),
             network_attached: network_config.is_some(),
             ips,

@@ -129,8 +129,8 @@ impl CriService {
 
     /// The container's cgroup path, from its sandbox's parent.
     async fn container_cgroup_path(&self, record: &ContainerRecord) -> Option<String> {
-        if record.cgroups_path.starts_with('/') {
-            return Some(record.cgroups_path.clone());
+        if record.cgroup_dir().starts_with('/') {
+            return Some(record.cgroup_dir().to_string());
         }
         let handle = self.context().sandboxes.find(&record.sandbox_id).ok()??;
         let parent = handle.lock().await.cgroup_parent.clone();
