@@ -4,6 +4,7 @@
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::cpuset::CpuSetController;
 use cgroups_rs::fs::memory::MemController;
+use cgroups_rs::fs::Controller;
 
 use crate::manager::{CgroupError, CgroupfsManager};
 
@@ -16,6 +17,9 @@ pub struct ResourceUpdate {
     pub cpuset_cpus: Option<String>,
     pub cpuset_mems: Option<String>,
     pub memory_limit: Option<i64>,
+    /// Memory plus swap (cgroup v1's `memsw`); with a memory limit and
+    /// without this, swap is kept off (memsw = limit), as at creation.
+    pub memory_swap_limit: Option<i64>,
 }
 
 impl CgroupfsManager {
@@ -46,7 +50,25 @@ impl CgroupfsManager {
         if let (Some(memory), Some(limit)) =
             (cgroup.controller_of::<MemController>(), update.memory_limit)
         {
-            memory.set_limit(limit).map_err(failed("memory limit"))?;
+            let memsw = (self.layout() != crate::Layout::Unified
+                && memory.path().join("memory.memsw.limit_in_bytes").exists())
+            .then(|| update.memory_swap_limit.unwrap_or(limit));
+            match memsw {
+                // v1 wants limit <= memsw at every moment: raise memsw
+                // first when the limit grows, lower it last when it shrinks.
+                Some(memsw) => {
+                    if memory.set_limit(limit).is_err() {
+                        memory
+                            .set_memswap_limit(memsw)
+                            .map_err(failed("memory+swap limit"))?;
+                        memory.set_limit(limit).map_err(failed("memory limit"))?;
+                    }
+                    memory
+                        .set_memswap_limit(memsw)
+                        .map_err(failed("memory+swap limit"))?;
+                }
+                None => memory.set_limit(limit).map_err(failed("memory limit"))?,
+            }
         }
         Ok(())
     }

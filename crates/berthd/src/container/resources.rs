@@ -17,6 +17,7 @@ pub fn cgroup_update(resources: &LinuxContainerResources) -> berth_cgroups::Reso
         cpuset_cpus: Some(resources.cpuset_cpus.clone()).filter(|cpus| !cpus.is_empty()),
         cpuset_mems: Some(resources.cpuset_mems.clone()).filter(|mems| !mems.is_empty()),
         memory_limit: Some(resources.memory_limit_in_bytes).filter(|limit| *limit > 0),
+        memory_swap_limit: Some(resources.memory_swap_limit_in_bytes).filter(|limit| *limit > 0),
     }
 }
 
