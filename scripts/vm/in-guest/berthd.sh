@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Inside the guest: starts or stops a berthd of the test stage's own, with
+# the driver on "auto" (systemd here), registry mirrors to the guest's local
+# registry and a CNI bridge network of its own.
+#
+#   berthd.sh start WORK_DIR BIN_DIR   socket at WORK_DIR/berth.sock
+#   berthd.sh stop WORK_DIR            removes its pods, then stops it by pid
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo_scripts="$(cd "$here/../.." && pwd)"
+# shellcheck source=../../lib/process.sh
+source "$repo_scripts/lib/process.sh"
+# shellcheck source=../../lib/cni.sh
+source "$repo_scripts/lib/cni.sh"
+
+cmd="${1:?usage: berthd.sh start|stop WORK_DIR [BIN_DIR]}"
+work="${2:?WORK_DIR}"
+mkdir -p "$work"
+sock="$work/berth.sock"
+
+case "$cmd" in
+start)
+  bin="${3:?BIN_DIR}"
+  mkdir -p "$work/net.d"
+  write_bridge_network "$work/net.d/10-berth.conflist" berth-guest berth-g0 \
+    10.90.0.0/16 "$work/cni-ipam"
+  {
+    echo 'cgroup_driver = "auto"'
+    echo '[cni]'
+    echo "conf_dir = \"$work/net.d\""
+    for host in registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io; do
+      echo "[registry.mirrors.\"$host\"]"
+      echo 'endpoints = ["http://127.0.0.1:5000"]'
+    done
+  } >"$work/runtime-config.toml"
+  "$bin/berthd" --config "$work/runtime-config.toml" --listen "$sock" \
+    --root "$work/root" --state "$work/state" --log-level "${BERTH_GUEST_LOG:-info}" \
+    >"$work/berthd.log" 2>&1 &
+  echo $! >"$work/berthd.pid"
+  for _ in $(seq 600); do [[ -S "$sock" ]] && break; sleep 0.1; done
+  if [[ ! -S "$sock" ]]; then
+    cat "$work/berthd.log" >&2
+    echo "berthd did not start" >&2
+    exit 1
+  fi
+  ;;
+stop)
+  pid="$(recorded_pid "$work/berthd.pid" berthd)" || exit 0
+  crictl --runtime-endpoint "unix://$sock" rmp --all --force >/dev/null 2>&1 || true
+  stop_pid "$pid" berthd
+  ip link del berth-g0 2>/dev/null || true
+  ;;
+*)
+  echo "usage: berthd.sh start|stop WORK_DIR [BIN_DIR]" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Inside the systemd + cgroup v2 guest: what a real node needs of berth's
+# cgroups, checked with crictl against a berthd whose driver is "auto".
+# Prints one PASS/FAIL line per check and exits non-zero on any FAIL.
+#
+#   node-checks.sh WORK_DIR BIN_DIR
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="${1:?WORK_DIR}"
+bin="${2:?BIN_DIR}"
+mkdir -p "$work"
+export PATH="$bin:$PATH"
+sock="unix://$work/berth.sock"
+cri() { crictl --runtime-endpoint "$sock" --image-endpoint "$sock" --timeout 120s "$@"; }
+image=registry.k8s.io/e2e-test-images/busybox:1.29-2
+limit=67108864
+
+passed=0
+failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+# check NAME EXPECTED ACTUAL
+check() { if [[ "$3" == "$2" ]]; then pass "$1"; else fail "$1" "want '$2', got '$3'"; fi; }
+
+bash "$here/berthd.sh" start "$work" "$bin" || exit 1
+trap 'bash "$here/berthd.sh" stop "$work"' EXIT
+
+check "cgroup driver from RuntimeConfig is systemd" SYSTEMD \
+  "$(cri info -o json 2>/dev/null | jq -r '.config.cgroupDriver // .cgroupDriver // empty' | tr a-z A-Z)"
+cri pull "$image" >/dev/null || fail "pull $image" "see berthd.log"
+
+# pod NAME PARENT: a pod under PARENT with one limited container; prints
+# "POD_ID CONTAINER_ID".
+pod() {
+  local name="$1" parent="$2" pod_id ctr_id
+  cat >"$work/$name-pod.json" <<JSON
+{"metadata": {"name": "$name", "namespace": "default", "uid": "$name-uid", "attempt": 0},
+ "log_directory": "$work/logs/$name",
+ "linux": {"cgroup_parent": "$parent"}}
+JSON
+  cat >"$work/$name-ctr.json" <<JSON
+{"metadata": {"name": "app"},
+ "image": {"image": "$image"},
+ "command": ["sh", "-c", "sleep 3600"],
+ "log_path": "app.log",
+ "linux": {"resources": {"memory_limit_in_bytes": $limit, "cpu_quota": 50000,
+                         "cpu_period": 100000, "cpu_shares": 512}}}
+JSON
+  pod_id="$(cri runp "$work/$name-pod.json")" || return 1
+  ctr_id="$(cri create "$pod_id" "$work/$name-ctr.json" "$work/$name-pod.json")" || return 1
+  cri start "$ctr_id" >/dev/null || return 1
+  echo "$pod_id $ctr_id"
+}
+
+# The unit's cgroup path, as systemd reports it.
+unit_cgroup() { systemctl show -P ControlGroup "$1" 2>/dev/null; }
+
+# A pod as kubelet sends it (its slice leaf name), and one with an empty
+# parent, as critest and crictl send (system.slice).
+for spec in "kubelet:kubepods-burstable-podsmoke.slice:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podsmoke.slice" \
+  "default::/system.slice"; do
+  IFS=: read -r name parent slice_path <<<"$spec"
+  if ! ids="$(pod "$name" "$parent")"; then
+    fail "$name pod runs a container" "$(tail -n 5 "$work/berthd.log")"
+    continue
+  fi
+  pass "$name pod runs a container"
+  read -r pod_id ctr_id <<<"$ids"
+  scope="berth-$ctr_id.scope"
+  if systemctl status "$scope" >/dev/null 2>&1 || [[ $? == 3 ]]; then
+    pass "$name: systemctl status finds $scope"
+  else
+    fail "$name: systemctl status finds $scope" "$(systemctl status "$scope" 2>&1 | head -3)"
+  fi
+  check "$name: $scope is active" active "$(systemctl is-active "$scope" 2>/dev/null)"
+  check "$name: $scope is in the pod's slice" "$slice_path/$scope" "$(unit_cgroup "$scope")"
+  dir="/sys/fs/cgroup$slice_path/$scope"
+  check "$name: memory.max carries the limit" "$limit" "$(cat "$dir/memory.max" 2>&1)"
+  check "$name: cpu.max carries the quota" "50000 100000" "$(cat "$dir/cpu.max" 2>&1)"
+  check "$name: own cgroup namespace inside" "0::/" "$(cri exec "$ctr_id" cat /proc/self/cgroup 2>&1)"
+  check "$name: memory.max readable inside" "$limit" \
+    "$(cri exec "$ctr_id" cat /sys/fs/cgroup/memory.max 2>&1)"
+  check "$name: crictl stats has its row" "$ctr_id" \
+    "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | .attributes.id')"
+  check "$name: stats report memory" true \
+    "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | (.memory.workingSetBytes.value // 0 | tonumber) > 0')"
+  cri stopp "$pod_id" >/dev/null && cri rmp "$pod_id" >/dev/null ||
+    fail "$name: pod removed" "$(tail -n 5 "$work/berthd.log")"
+  check "$name: $scope is gone with the pod" "" "$(systemctl list-units --all --plain --no-legend "$scope" 2>/dev/null)"
+  [[ -d "$dir" ]] && fail "$name: cgroup dir removed" "$dir remains" || pass "$name: cgroup dir removed"
+done
+# berth started the kubelet-style slices itself (no kubelet here), so it
+# must have stopped them once empty.
+check "pod slices berth started are gone" "" \
+  "$(systemctl list-units --all --plain --no-legend 'kubepods*' 2>/dev/null)"
+
+echo "node-checks: $passed passed, $failed failed"
+[[ "$failed" == 0 ]]
