@@ -15,6 +15,8 @@ APT_PACKAGES=(
   busybox gcc libc6-dev        # stand-in image contents
   libseccomp-dev pkg-config    # libcontainer's seccomp support (berth-shim)
   jq curl psmisc
+  qemu-system-x86 qemu-utils   # the VM harness's guest (scripts/vm/)
+  mmdebstrap e2fsprogs         # its disk image: rootfs dir, mkfs.ext4 -d
 )
 
 log() { echo "install-deps: $*" >&2; }

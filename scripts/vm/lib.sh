@@ -1,0 +1,309 @@
+# shellcheck shell=bash
+# The VM harness: boots the guest image of scripts/vm/image.sh under QEMU and
+# runs commands in it as root, through the job runner in the image. Source
+# it from a bash script (set -euo pipefail); one guest per shell.
+#
+#   vm_start [SHARE_DIR]  build the image if its inputs changed, then boot it
+#                         (returns at once). SHARE_DIR is mounted read-only
+#                         at /mnt/share in the guest (default: an empty dir).
+#                         Installs an EXIT trap that calls vm_stop (an EXIT
+#                         trap already set is kept and runs after it).
+#   vm_wait_ready         wait until the runner answers (BERTH_VM_BOOT_TIMEOUT,
+#                         default 300 s); on failure print the serial log's
+#                         tail and return 1.
+#   vm_run CMD [ARG...]   run CMD as root in the guest, in a scope of its own
+#                         (berth-job-ID.scope), cwd /root, stdin /dev/null.
+#                         Its stdout and stderr stream to ours; returns its
+#                         exit status; 124 when BERTH_VM_JOB_TIMEOUT (default
+#                         1800 s) runs out (the job is then killed), 255 when
+#                         the guest died.
+#   vm_sh 'SCRIPT'        vm_run bash -c 'SCRIPT' (pipes, redirections, &&).
+#   vm_out_dir            print the host path of the guest's /mnt/control/out
+#                         ($BERTH_VM_OUT in jobs): a writable dir for results
+#                         and logs that the host reads back.
+#   vm_serial_tail [N]    print the last N (default 40) lines of the serial log.
+#   vm_stop               power the guest off (a `systemctl poweroff` job,
+#                         then SIGTERM/SIGKILL of the QEMU pid we started after
+#                         BERTH_VM_STOP_GRACE, default 30 s); idempotent.
+#
+# Example:
+#   source scripts/vm/lib.sh
+#   vm_start "$share"        # e.g. a dir staged by scripts/vm/share.sh
+#   vm_wait_ready
+#   vm_run systemctl is-system-running --wait || true
+#   vm_sh 'cp /mnt/share/bin/* /usr/local/bin/ && berthd --version'
+#   vm_stop                  # or leave it to the EXIT trap
+#
+# Jobs see HOME=/root, BERTH_VM_SHARE=/mnt/share, BERTH_VM_OUT=/mnt/control/out.
+#
+# Environment: BERTH_VM_MEM (default 8G), BERTH_VM_CPUS (default 2),
+# BERTH_VM_ACCEL (tcg or kvm; default kvm only where kvm_intel or kvm_amd is
+# loaded: /dev/kvm here is PVM, which cannot run a stock kernel),
+# BERTH_VM_WORKDIR (control dir, serial log; default a temp dir removed by
+# vm_stop), BERTH_VM_KEEP=1 (keep that temp dir), BERTH_VM_BOOT_TIMEOUT,
+# BERTH_VM_JOB_TIMEOUT, BERTH_VM_STOP_GRACE, and those of image.sh
+# (BERTH_VM_CACHE, ...).
+
+_VM_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+_VM_PID=""
+_VM_DIR=""
+_VM_DIR_OWNED=0
+_VM_JOB_SEQ=0
+_VM_PREV_EXIT_TRAP=""
+
+_vm_log() { echo "vm: $*" >&2; }
+
+# The accelerator: KVM only with a hardware hypervisor module behind /dev/kvm.
+_vm_accel_args() {
+  local accel="${BERTH_VM_ACCEL:-}"
+  if [[ -z "$accel" ]]; then
+    accel=tcg
+    if [[ -w /dev/kvm ]] && [[ -d /sys/module/kvm_intel || -d /sys/module/kvm_amd ]]; then
+      accel=kvm
+    fi
+  fi
+  case "$accel" in
+  kvm) echo "-accel kvm -cpu host" ;;
+  tcg) echo "-accel tcg,thread=multi -cpu max" ;;
+  *)
+    _vm_log "BERTH_VM_ACCEL must be tcg or kvm, not $accel"
+    return 1
+    ;;
+  esac
+}
+
+# vm_stop runs from the EXIT trap; a trap set before vm_start still runs
+# after it, with the exit status the script had.
+_vm_exit_trap() {
+  local status=$?
+  vm_stop || true
+  if [[ -n "$_VM_PREV_EXIT_TRAP" ]]; then
+    (exit "$status")
+    eval "$_VM_PREV_EXIT_TRAP"
+  fi
+  exit "$status"
+}
+
+_vm_install_trap() {
+  local prev
+  prev="$(trap -p EXIT)"
+  if [[ -n "$prev" && "$prev" != *_vm_exit_trap* ]]; then
+    # `trap -p` prints: trap -- 'COMMAND' EXIT
+    prev="${prev#trap -- }"
+    prev="${prev% EXIT}"
+    eval "_VM_PREV_EXIT_TRAP=$prev"
+  fi
+  trap _vm_exit_trap EXIT
+  # Without a trap of their own, INT and TERM would end bash without the
+  # EXIT trap in some versions: make them exit normally.
+  [[ -n "$(trap -p INT)" ]] || trap 'exit 130' INT
+  [[ -n "$(trap -p TERM)" ]] || trap 'exit 143' TERM
+}
+
+vm_start() {
+  local share="${1:-}" image accel
+  if [[ -n "$_VM_PID" ]] && kill -0 "$_VM_PID" 2>/dev/null; then
+    _vm_log "a guest already runs from this shell (qemu pid $_VM_PID)"
+    return 1
+  fi
+  command -v qemu-system-x86_64 >/dev/null || {
+    _vm_log "qemu-system-x86_64 not found (see scripts/install-deps.sh)"
+    return 1
+  }
+  image="$(bash "$_VM_LIB_DIR/image.sh")" || return 1
+  accel="$(_vm_accel_args)" || return 1
+
+  if [[ -n "${BERTH_VM_WORKDIR:-}" ]]; then
+    _VM_DIR="$BERTH_VM_WORKDIR"
+    _VM_DIR_OWNED=0
+    mkdir -p "$_VM_DIR"
+  else
+    _VM_DIR="$(mktemp -d /tmp/berth-vm.XXXXXX)"
+    _VM_DIR_OWNED=1
+  fi
+  rm -rf "$_VM_DIR/control"
+  mkdir -p "$_VM_DIR/control/jobs" "$_VM_DIR/control/running" \
+    "$_VM_DIR/control/results" "$_VM_DIR/control/out"
+  if [[ -z "$share" ]]; then
+    share="$_VM_DIR/empty-share"
+    mkdir -p "$share"
+  fi
+  [[ -d "$share" ]] || {
+    _vm_log "share dir $share does not exist"
+    return 1
+  }
+  share="$(cd "$share" && pwd)"
+  : >"$_VM_DIR/serial.log"
+
+  _vm_install_trap
+
+  # snapshot=on: guest writes go to a temp overlay, so every boot starts from
+  # the pristine image. No NIC: the guest needs none and must reach nothing.
+  # setpriv --pdeathsig: QEMU dies with this shell even if it is SIGKILLed and
+  # its EXIT trap never runs.
+  local -a qemu=(
+    qemu-system-x86_64 -name berth-guest -nodefaults -no-user-config
+    -machine q35 $accel
+    -m "${BERTH_VM_MEM:-8G}" -smp "${BERTH_VM_CPUS:-2}"
+    -kernel "$image/vmlinuz" -initrd "$image/initrd.img"
+    -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1"
+    -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on,cache=unsafe"
+    -nic none -display none -monitor none
+    -serial "file:$_VM_DIR/serial.log"
+    -device virtio-rng-pci
+    -virtfs "local,path=$share,mount_tag=share,security_model=passthrough,readonly=on"
+    -virtfs "local,path=$_VM_DIR/control,mount_tag=control,security_model=passthrough"
+    -no-reboot
+  )
+  _vm_log "booting ($(echo "$accel" | cut -d' ' -f2), ${BERTH_VM_MEM:-8G}, ${BERTH_VM_CPUS:-2} cpus), work dir $_VM_DIR"
+  setpriv --pdeathsig KILL -- "${qemu[@]}" </dev/null >"$_VM_DIR/qemu.log" 2>&1 &
+  _VM_PID=$!
+  echo "$_VM_PID" >"$_VM_DIR/qemu.pid"
+  _VM_BOOT_START=$SECONDS
+}
+
+_vm_alive() { [[ -n "$_VM_PID" ]] && kill -0 "$_VM_PID" 2>/dev/null; }
+
+vm_serial_tail() {
+  [[ -n "$_VM_DIR" && -f "$_VM_DIR/serial.log" ]] || return 0
+  echo "---- last ${1:-40} lines of the guest's serial console ($_VM_DIR/serial.log)" >&2
+  tail -n "${1:-40}" "$_VM_DIR/serial.log" | tr -d '\r' >&2
+  if [[ -s "$_VM_DIR/qemu.log" ]]; then
+    echo "---- qemu's output" >&2
+    tail -n 20 "$_VM_DIR/qemu.log" >&2
+  fi
+  echo "----" >&2
+}
+
+vm_wait_ready() {
+  local timeout="${BERTH_VM_BOOT_TIMEOUT:-300}" start=$SECONDS
+  [[ -n "$_VM_DIR" ]] || {
+    _vm_log "vm_wait_ready: no guest started (vm_start)"
+    return 1
+  }
+  while [[ ! -s "$_VM_DIR/control/ready" ]]; do
+    if ! _vm_alive; then
+      _vm_log "the guest stopped while booting"
+      vm_serial_tail
+      return 1
+    fi
+    if ((SECONDS - start >= timeout)); then
+      _vm_log "the guest's job runner did not answer within $timeout s"
+      vm_serial_tail
+      return 1
+    fi
+    sleep 0.5
+  done
+  # A round trip proves the runner, not just its start.
+  if ! BERTH_VM_JOB_TIMEOUT=60 vm_run true; then
+    _vm_log "the guest's job runner does not run jobs"
+    vm_serial_tail
+    return 1
+  fi
+  _vm_log "guest ready after $((SECONDS - ${_VM_BOOT_START:-start})) s"
+}
+
+vm_run() {
+  (($#)) || {
+    _vm_log "usage: vm_run CMD [ARG...]"
+    return 2
+  }
+  _vm_alive || {
+    _vm_log "vm_run: no guest running"
+    return 255
+  }
+  local timeout="${BERTH_VM_JOB_TIMEOUT:-1800}" ctl="$_VM_DIR/control"
+  local id="$$-$((++_VM_JOB_SEQ))"
+  local out="$ctl/results/$id.out" err="$ctl/results/$id.err" rc_file="$ctl/results/$id.rc"
+  # Output files exist before the job does: the guest appends to them, and
+  # tail follows them from the first byte.
+  : >"$out"
+  : >"$err"
+  {
+    echo 'cd /root 2>/dev/null || cd /'
+    printf 'exec'
+    printf ' %q' "$@"
+    echo
+  } >"$ctl/jobs/.$id.tmp"
+  mv "$ctl/jobs/.$id.tmp" "$ctl/jobs/$id.job"
+
+  # The job's output streams through tail until the status file appears;
+  # the sentinel's death tells both tails to read the rest and exit.
+  local sentinel t_out t_err status=""
+  sleep "$((timeout + 60))" &
+  sentinel=$!
+  tail -n +1 -s 0.1 -f --pid="$sentinel" "$out" &
+  t_out=$!
+  tail -n +1 -s 0.1 -f --pid="$sentinel" "$err" >&2 &
+  t_err=$!
+
+  local start=$SECONDS
+  while [[ ! -s "$rc_file" ]]; do
+    if ! _vm_alive; then
+      status=255
+      break
+    fi
+    if ((SECONDS - start >= timeout)); then
+      # The runner kills the job's scope; its status then follows.
+      : >"$ctl/jobs/$id.cancel"
+      local i
+      for ((i = 0; i < 100; i++)); do
+        [[ -s "$rc_file" ]] && break
+        sleep 0.1
+      done
+      status=124
+      break
+    fi
+    sleep 0.05
+  done
+  [[ -n "$status" ]] || status="$(cat "$rc_file")"
+  kill "$sentinel" 2>/dev/null || true
+  wait "$sentinel" "$t_out" "$t_err" 2>/dev/null || true
+  rm -f "$out" "$err" "$rc_file"
+  case "$status" in
+  124) _vm_log "job timed out after $timeout s: $*" ;;
+  255) if ! _vm_alive; then
+    _vm_log "the guest died during: $*"
+    vm_serial_tail
+  fi ;;
+  esac
+  return "$status"
+}
+
+vm_sh() { vm_run bash -c "$1"; }
+
+vm_out_dir() { echo "$_VM_DIR/control/out"; }
+
+vm_stop() {
+  local grace="${BERTH_VM_STOP_GRACE:-30}" i
+  if _vm_alive; then
+    # --no-block: the job returns before the guest goes down.
+    BERTH_VM_JOB_TIMEOUT=30 vm_run systemctl poweroff --no-block >/dev/null 2>&1 || true
+    for ((i = 0; i < grace * 10; i++)); do
+      _vm_alive || break
+      sleep 0.1
+    done
+    if _vm_alive; then
+      _vm_log "guest still up after $grace s; killing qemu (pid $_VM_PID)"
+      kill -TERM "$_VM_PID" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do
+        _vm_alive || break
+        sleep 0.1
+      done
+      _vm_alive && kill -KILL "$_VM_PID" 2>/dev/null
+    fi
+    wait "$_VM_PID" 2>/dev/null || true
+    _vm_log "guest stopped"
+  fi
+  _VM_PID=""
+  if [[ "$_VM_DIR_OWNED" == 1 && -n "$_VM_DIR" ]]; then
+    if [[ "${BERTH_VM_KEEP:-0}" == 1 ]]; then
+      _vm_log "work dir kept: $_VM_DIR"
+    else
+      rm -rf "$_VM_DIR"
+    fi
+    _VM_DIR=""
+    _VM_DIR_OWNED=0
+  fi
+  return 0
+}
