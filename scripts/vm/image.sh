@@ -100,8 +100,10 @@ chroot "\$r" systemctl disable docker-registry.service
 for t in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
   chroot "\$r" systemctl mask "\$t"
 done
-# The initramfs must load the virtio disk and 9p drivers.
+# The initramfs must load the virtio disk and 9p drivers, and only those.
 cat "\$g/initramfs-modules" >>"\$r/etc/initramfs-tools/modules"
+sed -i 's/^MODULES=.*/MODULES=list/' "\$r/etc/initramfs-tools/initramfs.conf"
+install -m 0644 "\$g/modprobe-blacklist.conf" "\$r/etc/modprobe.d/berth-guest.conf"
 chroot "\$r" update-initramfs -u -k all
 EOF
 
