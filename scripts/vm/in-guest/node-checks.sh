@@ -11,7 +11,13 @@ bin="${2:?BIN_DIR}"
 mkdir -p "$work"
 export PATH="$bin:$PATH"
 sock="unix://$work/berth.sock"
-cri() { crictl --runtime-endpoint "$sock" --image-endpoint "$sock" --timeout 120s "$@"; }
+# A config file of its own: crictl warns on stderr about every missing one.
+cat >"$work/crictl.yaml" <<YAML
+runtime-endpoint: $sock
+image-endpoint: $sock
+timeout: 120
+YAML
+cri() { crictl --config "$work/crictl.yaml" "$@"; }
 image=registry.k8s.io/e2e-test-images/busybox:1.29-2
 limit=67108864
 
