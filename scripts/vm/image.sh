@@ -4,15 +4,18 @@
 # kernel and initramfs to boot it with. Kept in a cache outside the clone and
 # rebuilt only when its inputs change.
 #
-#   scripts/vm/image.sh          build if needed, then print the cache dir
+#   scripts/vm/image.sh          build if needed, then print the image's dir
 #
-# The cache dir holds rootfs.ext4, vmlinuz, initrd.img and stamp (the hash of
-# the inputs: this script, packages.txt, guest/* and the disk size).
+# Each image has a dir of its own in the cache, named by the hash of its
+# inputs (this script, packages.txt, guest/* and the disk size): CACHE/HASH/
+# holds rootfs.ext4, vmlinuz and initrd.img. Worktrees or branches with other
+# inputs then each keep theirs instead of rebuilding in turn. Images unused
+# for BERTH_VM_CACHE_DAYS (default 3) are removed.
 #
 # Environment: BERTH_VM_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/berth/vm),
 # BERTH_VM_DISK_SIZE (ext4 size, default 8G; sparse on the host),
 # BERTH_VM_SOURCES (apt sources file, default the host's own),
-# BERTH_VM_REBUILD=1 (build even when the stamp matches).
+# BERTH_VM_REBUILD=1 (build even when the image exists).
 #
 # Needs: mmdebstrap, e2fsprogs (mkfs.ext4 -d: no loop mount), root.
 set -euo pipefail
@@ -54,24 +57,46 @@ inputs_hash() {
 }
 want="$(inputs_hash)"
 
+image="$cache/$want"
 mkdir -p "$cache"
-# One builder at a time; a second caller waits and then finds the stamp.
-exec {lock}>"$cache/.lock"
+# One builder per image; a second caller waits, then finds it built.
+exec {lock}>"$cache/.lock-$want"
 flock "$lock"
 
-if [[ "${BERTH_VM_REBUILD:-0}" != 1 && "$(cat "$cache/stamp" 2>/dev/null)" == "$want" &&
-      -s "$cache/rootfs.ext4" && -s "$cache/vmlinuz" && -s "$cache/initrd.img" ]]; then
-  echo "$cache"
+# Images (and builds killed half-way) nobody used for days. A guest still
+# running from a removed image keeps its open files.
+prune() {
+  local d
+  # The first layout kept one image at the top of the cache.
+  rm -f "$cache/rootfs.ext4" "$cache/vmlinuz" "$cache/initrd.img" "$cache/stamp" "$cache/.lock"
+  for d in "$cache"/*/; do
+    d="${d%/}"
+    [[ "$d" != "$image" ]] || continue
+    if [[ -n "$(find "$d" -maxdepth 0 -mtime "+${BERTH_VM_CACHE_DAYS:-3}")" ]]; then
+      log "removing $d (unused for ${BERTH_VM_CACHE_DAYS:-3} days)"
+      rm -rf "$d" "$cache/.lock-${d##*/}"
+    fi
+  done
+}
+
+if [[ "${BERTH_VM_REBUILD:-0}" != 1 && -s "$image/rootfs.ext4" ]]; then
+  touch "$image"
+  prune
+  echo "$image"
   exit 0
 fi
 
 mapfile -t packages < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$here/packages.txt" | tr -d ' \t')
 ((${#packages[@]})) || die "no packages in $here/packages.txt"
-log "building the guest image ($want) in $cache, packages from $sources"
+log "building the guest image $image, packages from $sources"
 start=$SECONDS
 
 build="$(mktemp -d "$cache/build.XXXXXX")"
-trap 'rm -rf "$build"' EXIT
+# --one-file-system: never into a chroot mount an interrupted mmdebstrap
+# might have left behind.
+trap 'rm -rf --one-file-system "$build"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 root="$build/root"
 mkdir -p "$root"
 
@@ -129,8 +154,11 @@ cp "$initrd" "$build/initrd.img"
 mkfs.ext4 -q -F -L berth-root -d "$root" -E lazy_itable_init=0,lazy_journal_init=0 \
   "$build/rootfs.ext4" "$disk_size" >&2
 
-rm -f "$cache/stamp"
-mv -f "$build/rootfs.ext4" "$build/vmlinuz" "$build/initrd.img" "$cache/"
-echo "$want" >"$cache/stamp"
-log "image ready after $((SECONDS - start)) s: $cache ($(basename "$kernel"))"
-echo "$cache"
+# The image appears all at once: its dir is renamed into place complete.
+mkdir "$build/image"
+mv "$build/rootfs.ext4" "$build/vmlinuz" "$build/initrd.img" "$build/image/"
+rm -rf "$image"
+mv "$build/image" "$image"
+log "image ready after $((SECONDS - start)) s: $image ($(basename "$kernel"))"
+prune
+echo "$image"

@@ -49,6 +49,7 @@ _VM_PID=""
 _VM_DIR=""
 _VM_DIR_OWNED=0
 _VM_JOB_SEQ=0
+_VM_IMAGE_PID=""
 _VM_PREV_EXIT_TRAP=""
 
 _vm_log() { echo "vm: $*" >&2; }
@@ -78,6 +79,9 @@ _vm_exit_trap() {
   local status=$?
   vm_stop || true
   if [[ -n "$_VM_PREV_EXIT_TRAP" ]]; then
+    # It sees the script's status in $?; set -e would end this trap at the
+    # `(exit N)` that sets it.
+    set +e
     (exit "$status")
     eval "$_VM_PREV_EXIT_TRAP"
   fi
@@ -102,6 +106,7 @@ _vm_install_trap() {
 
 vm_start() {
   local share="${1:-}" image accel
+  local -a accel_args
   if [[ -n "$_VM_PID" ]] && kill -0 "$_VM_PID" 2>/dev/null; then
     _vm_log "a guest already runs from this shell (qemu pid $_VM_PID)"
     return 1
@@ -110,8 +115,12 @@ vm_start() {
     _vm_log "qemu-system-x86_64 not found (see scripts/install-deps.sh)"
     return 1
   }
-  image="$(bash "$_VM_LIB_DIR/image.sh")" || return 1
   accel="$(_vm_accel_args)" || return 1
+  read -r -a accel_args <<<"$accel"
+  if [[ -n "$share" && ! -d "$share" ]]; then
+    _vm_log "share dir $share does not exist"
+    return 1
+  fi
 
   if [[ -n "${BERTH_VM_WORKDIR:-}" ]]; then
     _VM_DIR="$BERTH_VM_WORKDIR"
@@ -128,14 +137,22 @@ vm_start() {
     share="$_VM_DIR/empty-share"
     mkdir -p "$share"
   fi
-  [[ -d "$share" ]] || {
-    _vm_log "share dir $share does not exist"
-    return 1
-  }
   share="$(cd "$share" && pwd)"
   : >"$_VM_DIR/serial.log"
 
   _vm_install_trap
+
+  # A build takes minutes: in the background, so that INT and TERM are
+  # handled at once (bash defers traps while a command substitution runs).
+  bash "$_VM_LIB_DIR/image.sh" >"$_VM_DIR/image.path" &
+  _VM_IMAGE_PID=$!
+  if ! wait "$_VM_IMAGE_PID"; then
+    _VM_IMAGE_PID=""
+    _vm_log "the guest image could not be built"
+    return 1
+  fi
+  _VM_IMAGE_PID=""
+  image="$(cat "$_VM_DIR/image.path")"
 
   # snapshot=on: guest writes go to a temp overlay, so every boot starts from
   # the pristine image. No NIC: the guest needs none and must reach nothing.
@@ -143,7 +160,7 @@ vm_start() {
   # its EXIT trap never runs.
   local -a qemu=(
     qemu-system-x86_64 -name berth-guest -nodefaults -no-user-config
-    -machine q35 $accel
+    -machine q35 "${accel_args[@]}"
     -m "${BERTH_VM_MEM:-8G}" -smp "${BERTH_VM_CPUS:-2}"
     -kernel "$image/vmlinuz" -initrd "$image/initrd.img"
     -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1"
@@ -203,6 +220,26 @@ vm_wait_ready() {
   _vm_log "guest ready after $((SECONDS - ${_VM_BOOT_START:-start})) s"
 }
 
+# _vm_submit CMD [ARG...]: drops a job for the runner, sets _VM_LAST_JOB.
+# The id names the job's scope, so it is unique even across the subshells of
+# $(vm_run ...), where $$ and a counter alone would repeat.
+_vm_submit() {
+  local ctl="$_VM_DIR/control"
+  local id="${EPOCHREALTIME/[.,]/}-$BASHPID-$((++_VM_JOB_SEQ))"
+  # Output files exist before the job does: the guest appends to them, and
+  # tail follows them from the first byte.
+  : >"$ctl/results/$id.out"
+  : >"$ctl/results/$id.err"
+  {
+    echo 'cd /root 2>/dev/null || cd /'
+    printf 'exec'
+    printf ' %q' "$@"
+    echo
+  } >"$ctl/jobs/.$id.tmp"
+  mv "$ctl/jobs/.$id.tmp" "$ctl/jobs/$id.job"
+  _VM_LAST_JOB="$id"
+}
+
 vm_run() {
   (($#)) || {
     _vm_log "usage: vm_run CMD [ARG...]"
@@ -212,20 +249,10 @@ vm_run() {
     _vm_log "vm_run: no guest running"
     return 255
   }
-  local timeout="${BERTH_VM_JOB_TIMEOUT:-1800}" ctl="$_VM_DIR/control"
-  local id="$$-$((++_VM_JOB_SEQ))"
+  local timeout="${BERTH_VM_JOB_TIMEOUT:-1800}" ctl="$_VM_DIR/control" id
+  _vm_submit "$@"
+  id="$_VM_LAST_JOB"
   local out="$ctl/results/$id.out" err="$ctl/results/$id.err" rc_file="$ctl/results/$id.rc"
-  # Output files exist before the job does: the guest appends to them, and
-  # tail follows them from the first byte.
-  : >"$out"
-  : >"$err"
-  {
-    echo 'cd /root 2>/dev/null || cd /'
-    printf 'exec'
-    printf ' %q' "$@"
-    echo
-  } >"$ctl/jobs/.$id.tmp"
-  mv "$ctl/jobs/.$id.tmp" "$ctl/jobs/$id.job"
 
   # The job's output streams through tail until the status file appears;
   # the sentinel's death tells both tails to read the rest and exit.
@@ -276,15 +303,30 @@ vm_out_dir() { echo "$_VM_DIR/control/out"; }
 
 vm_stop() {
   local grace="${BERTH_VM_STOP_GRACE:-30}" i
+  # An image build is left to finish: mmdebstrap, stopped half-way, would
+  # leave its chroot's mounts behind. The next vm_start finds the image.
+  if [[ -n "$_VM_IMAGE_PID" ]] && kill -0 "$_VM_IMAGE_PID" 2>/dev/null; then
+    _vm_log "the image build (pid $_VM_IMAGE_PID) finishes in the background"
+  fi
+  _VM_IMAGE_PID=""
   if _vm_alive; then
-    # --no-block: the job returns before the guest goes down.
-    BERTH_VM_JOB_TIMEOUT=30 vm_run systemctl poweroff --no-block >/dev/null 2>&1 || true
+    # A clean poweroff when the runner listens; the disk is a throwaway
+    # snapshot, so otherwise (still booting) QEMU is simply killed.
+    if [[ -s "$_VM_DIR/control/ready" ]]; then
+      _vm_submit systemctl poweroff
+    else
+      grace=0
+    fi
     for ((i = 0; i < grace * 10; i++)); do
       _vm_alive || break
       sleep 0.1
     done
     if _vm_alive; then
-      _vm_log "guest still up after $grace s; killing qemu (pid $_VM_PID)"
+      if ((grace)); then
+        _vm_log "guest still up $grace s after poweroff; killing qemu (pid $_VM_PID)"
+      else
+        _vm_log "guest not up yet; killing qemu (pid $_VM_PID)"
+      fi
       kill -TERM "$_VM_PID" 2>/dev/null || true
       for ((i = 0; i < 50; i++)); do
         _vm_alive || break
