@@ -42,8 +42,7 @@ impl HostFeatures {
         }
         Self {
             v2: false,
-            hugetlb: root.join("hugetlb").join("hugetlb.limit_in_bytes").exists()
-                || has_any_hugetlb_limit(&root.join("hugetlb")),
+            hugetlb: has_any_hugetlb_limit(&root.join("hugetlb")),
             swap: root
                 .join("memory")
                 .join("memory.memsw.limit_in_bytes")

@@ -6,7 +6,7 @@
 //! so [`crate::ParentTracker`] and the sandbox code work unchanged: the last
 //! component of a path is its unit's name. systemd owns these cgroups, so
 //! berth asks systemd to make and remove them and only reads the file
-//! system (through [`CgroupfsManager`]) to see what exists and which
+//! system (through [`crate::CgroupfsManager`]) to see what exists and which
 //! processes are where.
 //!
 //! A scope cannot exist without a process (systemd refuses an empty one),
@@ -15,12 +15,10 @@
 //! Containers' scopes are made by libcontainer's systemd support in the
 //! shim; berth only removes what a dead shim left.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zbus::zvariant::{OwnedObjectPath, Value};
-
-use std::sync::Arc;
 
 use crate::manager::{relative, relative_non_root, CgroupError, CgroupManager};
 
@@ -364,11 +362,6 @@ impl CgroupManager for SystemdManager {
     fn has_children(&self, path: &str) -> Result<bool, CgroupError> {
         self.fs.has_children(path)
     }
-}
-
-/// The socket systemd's bus listens on; its absence means no D-Bus.
-pub fn system_bus_socket() -> PathBuf {
-    PathBuf::from("/run/dbus/system_bus_socket")
 }
 
 #[cfg(test)]

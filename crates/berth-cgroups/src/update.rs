@@ -50,9 +50,12 @@ impl CgroupfsManager {
         if let (Some(memory), Some(limit)) =
             (cgroup.controller_of::<MemController>(), update.memory_limit)
         {
-            let memsw = (self.layout() != crate::Layout::Unified
-                && memory.path().join("memory.memsw.limit_in_bytes").exists())
-            .then(|| update.memory_swap_limit.unwrap_or(limit));
+            // Only v1 has memsw, and only where swap is accounted.
+            let memsw = memory
+                .path()
+                .join("memory.memsw.limit_in_bytes")
+                .exists()
+                .then(|| update.memory_swap_limit.unwrap_or(limit));
             match memsw {
                 // v1 wants limit <= memsw at every moment: raise memsw
                 // first when the limit grows, lower it last when it shrinks.
