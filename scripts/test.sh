@@ -26,9 +26,11 @@ CRITEST_FOCUS='Streaming' \
   CRITEST_EXTRA_ARGS='--websocket-exec --websocket-attach --websocket-portforward' \
   bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"
 
-# The real-node stage (systemd + cgroup v2 guest VM, see README) is opt-in
-# until its critest run fits the CI budget: BERTH_VM_STAGE=1 runs it.
-if [[ "${BERTH_VM_STAGE:-0}" == 1 ]]; then
+# Every real node runs systemd on cgroup v2; this machine does not. The
+# real-node stage runs berth in such a guest VM (see README): node checks
+# and a focused critest subset (scripts/vm/stage.sh --full runs it all).
+# BERTH_VM_STAGE=0 leaves it out while developing.
+if [[ "${BERTH_VM_STAGE:-1}" != 0 ]]; then
   echo "== real-node stage (systemd + cgroup v2 guest)" >&2
   bash scripts/vm/stage.sh
 fi

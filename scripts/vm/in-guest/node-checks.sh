@@ -32,7 +32,7 @@ bash "$here/berthd.sh" start "$work" "$bin" || exit 1
 trap 'bash "$here/berthd.sh" stop "$work"' EXIT
 
 check "cgroup driver from RuntimeConfig is systemd" SYSTEMD \
-  "$(cri info -o json 2>/dev/null | jq -r '.config.cgroupDriver // .cgroupDriver // empty' | tr a-z A-Z)"
+  "$(cri runtime-config 2>/dev/null | awk -F: '/cgroup driver/ {gsub(/ /, "", $2); print $2}')"
 cri pull "$image" >/dev/null || fail "pull $image" "see berthd.log"
 
 # pod NAME PARENT: a pod under PARENT with one limited container; prints
