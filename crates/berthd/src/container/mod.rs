@@ -2,6 +2,7 @@
 //! berth-shim each. berthd prepares the bundle (overlay rootfs and OCI
 //! spec); the shim creates, starts and reaps the container.
 
+pub mod cgroup_view;
 pub mod resources;
 pub mod rootfs;
 pub mod shim;
@@ -177,6 +178,11 @@ impl ContainerManager {
         let location =
             berth_cgroups::container_cgroup(self.sandboxes.driver, &sandbox.cgroup_parent, id)
                 .map_err(|err| Status::invalid_argument(format!("cgroup: {err}")))?;
+        let hierarchy_dirs = self
+            .cgroups
+            .hierarchy_dirs(&location.path)
+            .map_err(|err| Status::internal(format!("cgroup: {err}")))?;
+        let cgroup_view = cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs);
         let target_pid = self.target_pid(&config, &sandbox.id).await?;
         let namespaces = SandboxNamespaces {
             network: sandbox.namespaces.get("net").cloned(),
@@ -207,6 +213,7 @@ impl ContainerManager {
                 rootfs: &paths.merged,
                 namespaces: &namespaces,
                 cgroups_path: location.oci_cgroups_path(),
+                cgroup_view,
                 etc_passwd: etc_passwd.as_deref(),
                 etc_group: etc_group.as_deref(),
                 sandbox_files: files,
