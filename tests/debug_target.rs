@@ -227,3 +227,64 @@ async fn a_container_recreated_in_a_shared_pid_pod() {
 
     harness.remove_pod(&pod).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_privileged_ephemeral_container_is_judged_by_the_requests_sandbox_config() {
+    let harness = Harness::start(14).await;
+    let image = harness.image.clone();
+    let (pod, pod_cfg) = harness.run_pod("sysadmin", NamespaceMode::Container).await;
+    let app = start_running(
+        &harness,
+        &pod,
+        &pod_cfg,
+        sleeper("app", &image, "marker-sys"),
+    )
+    .await;
+
+    let privileged = |name: &str| {
+        let mut config = with_pid(looker(name, &image), NamespaceMode::Target, &app);
+        if let Some(context) = config
+            .linux
+            .as_mut()
+            .and_then(|linux| linux.security_context.as_mut())
+        {
+            context.privileged = true;
+        }
+        config
+    };
+    // The sandbox config berth stored is not privileged.
+    let err = harness
+        .create(&pod, &pod_cfg, privileged("refused"))
+        .await
+        .expect_err("a privileged container in an unprivileged sandbox");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("not privileged"), "{err:?}");
+
+    // kubelet sends the pod's config rebuilt as privileged once it has a
+    // privileged ephemeral container.
+    let mut privileged_cfg = pod_cfg.clone();
+    if let Some(context) = privileged_cfg
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        context.privileged = true;
+    }
+    let id = harness
+        .create_ok(&pod, &privileged_cfg, privileged("debugger"))
+        .await;
+    harness.start_container(&id).await;
+    let status = harness
+        .wait_state(&id, ContainerState::ContainerExited)
+        .await;
+    assert_eq!(status.exit_code, 0, "{status:?}");
+    let lines = log_lines(&log_file(&pod_cfg, &status));
+    assert!(lines.iter().any(|line| line == "marker-sys"), "{lines:?}");
+    // Privileged: its cgroups are writable.
+    assert!(
+        !lines.iter().any(|line| line == "cgroup-read-only"),
+        "{lines:?}"
+    );
+
+    harness.remove_pod(&pod).await;
+}

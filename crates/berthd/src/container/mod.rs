@@ -20,7 +20,7 @@ use berth_shim::protocol::{
 use berth_spec::{
     CgroupFeatures, ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces,
 };
-use cri_api::v1::{ContainerConfig, NamespaceMode};
+use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 use tonic::Status;
 
@@ -58,10 +58,17 @@ struct Undo {
 
 impl ContainerManager {
     /// CreateContainer: returns the new container's id.
+    ///
+    /// The container is judged against `request_sandbox_config`, the sandbox
+    /// config that comes with the request, as containerd does: kubelet
+    /// rebuilds it for every create, e.g. privileged once the pod has a
+    /// privileged ephemeral container. Without one, the config stored at
+    /// RunPodSandbox is used.
     pub async fn create(
         &self,
         sandbox_id: &str,
         config: ContainerConfig,
+        request_sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, Status> {
         let metadata = config
             .metadata
@@ -83,8 +90,9 @@ impl ContainerManager {
             .find(sandbox_id)?
             .ok_or_else(|| Status::not_found(format!("pod sandbox {sandbox_id:?} not found")))?;
         let sandbox = sandbox_handle.lock().await.clone();
-        let sandbox_config = sandbox.decode_config();
-        let sandbox_meta = sandbox_config.metadata.clone().unwrap_or_default();
+        let stored_config = sandbox.decode_config();
+        let sandbox_meta = stored_config.metadata.clone().unwrap_or_default();
+        let sandbox_config = request_sandbox_config.unwrap_or(stored_config);
         let image = self.images.resolve(&image_name).ok_or_else(|| {
             Status::not_found(format!("image {image_name:?} not found: pull it first"))
         })?;
@@ -112,6 +120,7 @@ impl ContainerManager {
                 &id,
                 &name_key,
                 &sandbox,
+                &sandbox_config,
                 config,
                 &image,
                 &image_name,
@@ -136,12 +145,12 @@ impl ContainerManager {
         id: &str,
         name_key: &str,
         sandbox: &SandboxRecord,
+        sandbox_config: &PodSandboxConfig,
         config: ContainerConfig,
         image: &berth_image::store::ImageRecord,
         image_name: &str,
         undo: &mut Undo,
     ) -> Result<ContainerRecord, Status> {
-        let sandbox_config = sandbox.decode_config();
         let bundle = self.store.record_dir(id);
         let layer_dir = self.layers_dir.join(id);
         // Unix socket paths are limited to 107 bytes: the shim's dir is
@@ -197,7 +206,7 @@ impl ContainerManager {
             resolv_conf: Some(sandbox.dir.join("resolv.conf")),
             shm: sandbox.shm.clone(),
         };
-        let log_path = berth_spec::annotations::log_path(&config, &sandbox_config)
+        let log_path = berth_spec::annotations::log_path(&config, sandbox_config)
             .map_err(|err| Status::invalid_argument(err.to_string()))?;
         let etc_passwd = read_image_file(&paths.merged, "etc/passwd");
         let etc_group = read_image_file(&paths.merged, "etc/group");
@@ -208,7 +217,7 @@ impl ContainerManager {
                 container_id: id,
                 sandbox_id: &sandbox.id,
                 config: &config,
-                sandbox_config: &sandbox_config,
+                sandbox_config,
                 image: &image_view,
                 rootfs: &paths.merged,
                 namespaces: &namespaces,
