@@ -6,6 +6,7 @@ pub mod cgroup_view;
 pub mod resources;
 pub mod rootfs;
 pub mod shim;
+pub mod shim_log;
 pub mod store;
 pub mod trash;
 
@@ -253,6 +254,7 @@ impl ContainerManager {
             tty: config.tty,
             stdin: config.stdin,
             stdin_once: config.stdin_once,
+            kept_log: &shim_log::kept_path(&sandbox.dir, id),
         })
         .await?;
 
@@ -350,10 +352,15 @@ impl ContainerManager {
         let record = self.get(id).await?;
         match shim::call(&record.shim_dir, Request::Start, Duration::ZERO).await {
             Ok(Response::Ok) => Ok(()),
-            Ok(Response::Error { message, .. }) => Err(Status::failed_precondition(format!(
-                "starting container {}: {message}",
-                record.id
-            ))),
+            // The shim's log stays in its dir until RemoveContainer.
+            Ok(Response::Error { message, .. }) => {
+                let log = shim::log_path(&record.shim_dir);
+                Err(Status::failed_precondition(shim_log::with_reason(
+                    &format!("starting container {}: {message}", record.id),
+                    &log,
+                    Some(&log),
+                )))
+            }
             Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
             Err(err) => Err(Status::internal(format!(
                 "shim of container {}: {err}",
