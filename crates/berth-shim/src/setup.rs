@@ -2,6 +2,7 @@
 //! everything the daemon does before it reports ready.
 
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -209,18 +210,23 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             let null = File::open("/dev/null").map_err(|e| SetupError::Sys("/dev/null", e))?;
             (null.into(), None)
         };
-        let container = cfg
-            .container
-            .create(
-                &cfg.bundle,
-                InitStdio::Pipes {
-                    stdin: child_stdin,
-                    stdout: out_w,
-                    stderr: err_w,
-                },
-                systemd_cgroup,
-            )
-            .map_err(SetupError::Create)?;
+        let container = match cfg.container.create(
+            &cfg.bundle,
+            InitStdio::Pipes {
+                stdin: child_stdin,
+                stdout: out_w,
+                stderr: err_w,
+            },
+            systemd_cgroup,
+        ) {
+            Ok(container) => container,
+            Err(err) => {
+                // libcontainer's init logs why it failed to its stderr,
+                // which is already the container's: keep that in our log.
+                copy_pending(&err_r, &mut std::io::stderr());
+                return Err(SetupError::Create(err));
+            }
+        };
         let outputs = vec![
             OutputPipe::new(out_r, Stream::Stdout, cfg.max_log_line),
             OutputPipe::new(err_r, Stream::Stderr, cfg.max_log_line),
@@ -270,6 +276,23 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), SetupError> {
     Ok((r, w))
 }
 
+/// Copies what is waiting in the non-blocking pipe `fd` (at most 64 KiB,
+/// a pipe's default capacity) to `out`.
+fn copy_pending(fd: &OwnedFd, out: &mut dyn Write) {
+    let mut pending = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while pending.len() < PENDING_MAX {
+        match nix::unistd::read(fd, &mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => pending.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let _ = out.write_all(&pending);
+}
+
+/// See [`copy_pending`].
+const PENDING_MAX: usize = 64 << 10;
+
 fn set_nonblocking(fd: &OwnedFd) -> Result<(), SetupError> {
     let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(|e| SetupError::Sys("fcntl", e.into()))?;
     let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
@@ -298,4 +321,20 @@ fn bind(what: &'static str, path: PathBuf) -> Result<UnixListener, SetupError> {
         .set_nonblocking(true)
         .map_err(|e| SetupError::Sys(what, e))?;
     Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_output_is_copied_without_blocking() {
+        let (r, w) = pipe().expect("pipe");
+        let line = b"t ERROR libcontainer::rootfs::mount: failed to mount: ENOTDIR\n";
+        nix::unistd::write(&w, line).expect("write");
+        let mut out = Vec::new();
+        // The write end stays open: a blocking read would hang here.
+        copy_pending(&r, &mut out);
+        assert_eq!(out, line);
+    }
 }

@@ -13,8 +13,8 @@ use oci_spec::runtime::Spec;
 
 use crate::testing::{char_device, FakeHost};
 use crate::{
-    container_spec, CgroupFeatures, ContainerInputs, ImageConfigView, SandboxFiles,
-    SandboxNamespaces, SpecError,
+    container_spec, CgroupFeatures, CgroupView, ContainerInputs, ImageConfigView, SandboxFiles,
+    SandboxNamespaces, SpecError, V1Hierarchy,
 };
 
 pub const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nwww-data:x:33:33::/var/www:/bin/false\n";
@@ -129,6 +129,20 @@ pub fn container_config() -> ContainerConfig {
     }
 }
 
+/// A cgroup v1 host with two hierarchies, one of them co-mounted.
+pub fn cgroup_view() -> CgroupView {
+    CgroupView::V1(vec![
+        V1Hierarchy {
+            name: "memory".into(),
+            dir: "/sys/fs/cgroup/memory/kubepods/pod-u1/c1".into(),
+        },
+        V1Hierarchy {
+            name: "cpu,cpuacct".into(),
+            dir: "/sys/fs/cgroup/cpu,cpuacct/kubepods/pod-u1/c1".into(),
+        },
+    ])
+}
+
 pub fn image() -> ImageConfigView {
     ImageConfigView {
         entrypoint: vec!["/bin/sh".into()],
@@ -153,6 +167,7 @@ pub fn build(
         rootfs: Path::new("/var/lib/berth/c1/rootfs"),
         namespaces: &namespaces(),
         cgroups_path: "/kubepods/pod-u1/c1",
+        cgroup_view: cgroup_view(),
         etc_passwd: Some(PASSWD),
         etc_group: Some(GROUP),
         sandbox_files: files(),

@@ -6,7 +6,8 @@
 //! order [`container_spec`] calls them: [`process`] (argv, env, working
 //! dir), [`user`] (uid, gid, groups, from the image's [`passwd`] files),
 //! [`security`], [`capabilities`], [`seccomp`] (with
-//! [`seccomp_default`]), [`system_mounts`] and [`mounts`], [`devices`],
+//! [`seccomp_default`]), [`system_mounts`] (with [`cgroup_mounts`]) and
+//! [`mounts`], [`devices`],
 //! [`namespaces`] (and the pod sysctls), [`resources`] and
 //! [`annotations`]; [`signal`] resolves the stop signal. The few facts they
 //! need from the host come through the [`HostLookup`] trait, so all of it
@@ -14,8 +15,8 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use berth_spec::{container_spec, CgroupFeatures, ContainerInputs, ImageConfigView, OsHost,
-//!                  SandboxFiles, SandboxNamespaces};
+//! use berth_spec::{container_spec, CgroupFeatures, CgroupView, ContainerInputs, ImageConfigView,
+//!                  OsHost, SandboxFiles, SandboxNamespaces, V1Hierarchy};
 //! use cri_api::v1::{ContainerConfig, PodSandboxConfig};
 //!
 //! let config = ContainerConfig { command: vec!["sleep".into(), "60".into()], ..Default::default() };
@@ -35,6 +36,10 @@
 //!     rootfs: Path::new("/var/lib/berth/containers/c1/rootfs"),
 //!     namespaces: &namespaces,
 //!     cgroups_path: "/kubepods/besteffort/pod1/c1",
+//!     cgroup_view: CgroupView::V1(vec![V1Hierarchy {
+//!         name: "memory".into(),
+//!         dir: "/sys/fs/cgroup/memory/kubepods/besteffort/pod1/c1".into(),
+//!     }]),
 //!     etc_passwd: Some("root:x:0:0:root:/root:/bin/sh\n"),
 //!     etc_group: None,
 //!     sandbox_files: SandboxFiles::default(),
@@ -56,6 +61,7 @@ use oci_spec::runtime::{Linux, Process, Root, Spec, VERSION};
 
 pub mod annotations;
 pub mod capabilities;
+pub mod cgroup_mounts;
 pub mod devices;
 pub mod error;
 pub mod host;
@@ -77,6 +83,7 @@ mod fixtures;
 #[cfg(test)]
 mod testing;
 
+pub use cgroup_mounts::{CgroupView, V1Hierarchy};
 pub use error::SpecError;
 pub use host::{HostLookup, OsHost};
 pub use image::ImageConfigView;
@@ -102,6 +109,9 @@ pub struct ContainerInputs<'a> {
     pub namespaces: &'a SandboxNamespaces,
     /// The container's cgroup, as the cgroup driver named it.
     pub cgroups_path: &'a str,
+    /// The host's cgroup version, and on v1 the container's cgroup
+    /// directories to mount (see [`cgroup_mounts`]).
+    pub cgroup_view: CgroupView,
     /// The image's `/etc/passwd` and `/etc/group`, when it has them.
     pub etc_passwd: Option<&'a str>,
     pub etc_group: Option<&'a str>,
@@ -159,7 +169,7 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let host_ipc = inputs.namespaces.ipc.is_none();
     let extra =
         system_mounts::sandbox_mounts(&inputs.sandbox_files, host_ipc, settings.readonly_rootfs);
-    let defaults = system_mounts::default_mounts(settings.privileged);
+    let defaults = system_mounts::default_mounts(settings.privileged, &inputs.cgroup_view);
     let mount_plan = mounts::container_mounts(defaults, &config.mounts, &extra, inputs.host)?;
     let device_plan =
         devices::container_devices(&config.devices, settings.privileged, inputs.host)?;
@@ -175,6 +185,11 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let mut linux_resources = resources::container_resources(resources, inputs.features)?;
     linux_resources.set_devices(Some(device_plan.cgroup_rules));
     let sysctls = namespaces::container_sysctls(inputs.sandbox_config, inputs.namespaces);
+    let mut readonly_paths = settings.readonly_paths;
+    readonly_paths.extend(cgroup_mounts::readonly_paths(
+        &inputs.cgroup_view,
+        settings.privileged,
+    ));
 
     let mut linux = Linux::default();
     linux
@@ -189,7 +204,7 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         .set_seccomp(seccomp)
         .set_rootfs_propagation(mount_plan.rootfs_propagation)
         .set_masked_paths(Some(settings.masked_paths))
-        .set_readonly_paths(Some(settings.readonly_paths))
+        .set_readonly_paths(Some(readonly_paths))
         .set_mount_label(None)
         .set_intel_rdt(None)
         .set_memory_policy(None)

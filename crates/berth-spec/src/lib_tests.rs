@@ -96,7 +96,7 @@ fn a_plain_container_spec_is_complete() {
     );
     assert_eq!(
         linux.readonly_paths().as_deref(),
-        Some(&["/proc/sys".to_string()][..])
+        Some(&["/proc/sys".to_string(), "/sys/fs/cgroup".into()][..])
     );
     assert_eq!(
         linux.seccomp().as_ref().unwrap().default_action(),
@@ -277,6 +277,7 @@ fn host_network_pod_has_no_pod_hostname_and_no_net_sysctls() {
             ..namespaces()
         },
         cgroups_path: "/c1",
+        cgroup_view: CgroupView::V2,
         etc_passwd: Some(PASSWD),
         etc_group: Some(GROUP),
         sandbox_files: files(),
@@ -313,4 +314,33 @@ fn minimal_config_from_crictl_works() {
     assert_eq!((process.user().uid(), process.user().gid()), (0, 0));
     assert!(spec.linux().as_ref().unwrap().seccomp().is_none());
     assert_eq!(process.oom_score_adj(), None);
+}
+
+#[test]
+fn cgroup_v1_hosts_get_no_cgroup_mount_and_a_read_only_tmpfs() {
+    let spec = build(&container_config(), &sandbox_config(false), &host()).unwrap();
+    let mounts = spec.mounts().as_ref().unwrap();
+    assert!(
+        mounts.iter().all(|m| m.typ().as_deref() != Some("cgroup")),
+        "{mounts:?}"
+    );
+    let destinations = mount_destinations(&spec);
+    for expected in [
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/cpu,cpuacct",
+        "/sys/fs/cgroup/cpu",
+        "/sys/fs/cgroup/cpuacct",
+    ] {
+        assert!(
+            destinations.contains(&expected.to_string()),
+            "{expected}: {destinations:?}"
+        );
+    }
+    let linux = spec.linux().as_ref().unwrap();
+    let readonly = linux.readonly_paths().clone().unwrap();
+    assert!(
+        readonly.contains(&"/sys/fs/cgroup".to_string()),
+        "{readonly:?}"
+    );
 }

@@ -2,8 +2,10 @@
 //! the default system mounts.
 //!
 //! As in containerd's `WithMounts`:
-//! - a CRI mount replaces a default mount at the same destination, and a
-//!   CRI mount of `/dev` drops every default mount below `/dev`;
+//! - a CRI mount replaces a default mount at the same destination and
+//!   every default mount below it (`/dev/pts` with `/dev`, the cgroup v1
+//!   hierarchies with `/sys/fs/cgroup`): they would be hidden, or mounted
+//!   over it;
 //! - bind mounts are sorted by depth (stably), so `/a` is mounted before
 //!   `/a/b` and never hides it;
 //! - propagation PRIVATE, HOST_TO_CONTAINER and BIDIRECTIONAL become
@@ -139,12 +141,21 @@ pub fn container_mounts(
         .iter()
         .map(|m| clean_path(&m.container_path))
         .collect();
-    let dev_replaced = bind_destinations.iter().any(|d| d == "/dev");
+    let default_destinations: Vec<String> = defaults
+        .iter()
+        .map(|m| clean_path(&m.destination().to_string_lossy()))
+        .collect();
+    let replaced_roots: Vec<String> = default_destinations
+        .iter()
+        .filter(|d| bind_destinations.contains(d))
+        .map(|d| format!("{d}/"))
+        .collect();
     let mut plan = MountPlan::default();
-    for mount in defaults {
-        let destination = clean_path(&mount.destination().to_string_lossy());
+    for (mount, destination) in defaults.into_iter().zip(default_destinations) {
         let replaced = bind_destinations.contains(&destination)
-            || (dev_replaced && destination.starts_with("/dev/"));
+            || replaced_roots
+                .iter()
+                .any(|root| destination.starts_with(root));
         if !replaced {
             plan.mounts.push(mount);
         }

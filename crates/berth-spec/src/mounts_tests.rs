@@ -223,6 +223,22 @@ fn mounting_dev_drops_every_default_below_it() {
 }
 
 #[test]
+fn mounting_sys_fs_cgroup_drops_the_cgroup_v1_binds_below_it() {
+    let host = FakeHost::new().with_path("/cg");
+    let defaults = vec![
+        default_mount("/sys"),
+        default_mount("/sys/fs/cgroup"),
+        default_mount("/sys/fs/cgroup/memory"),
+        default_mount("/sys/fs/cgroupx"),
+    ];
+    let plan = container_mounts(defaults, &[cri("/sys/fs/cgroup", "/cg")], &[], &host).unwrap();
+    assert_eq!(
+        destinations(&plan),
+        ["/sys", "/sys/fs/cgroupx", "/sys/fs/cgroup"]
+    );
+}
+
+#[test]
 fn root_propagation_takes_the_strongest_mode() {
     let host = FakeHost::new()
         .with_path("/s1")

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use cri_api::v1::Mount as CriMount;
 use oci_spec::runtime::Mount;
 
+use crate::cgroup_mounts::{cgroup_mounts, CgroupView};
+
 /// Files the sandbox prepared for its containers. `None` leaves the
 /// image's own file (or, for `shm`, a private tmpfs) in place.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,14 +24,14 @@ pub struct SandboxFiles {
 }
 
 /// The default system mounts, containerd's (without `/run`, which
-/// containerd also leaves out for CRI containers).
+/// containerd also leaves out for CRI containers), then `/sys/fs/cgroup`
+/// as [`cgroup_mounts`] makes it for the host's cgroup version.
 ///
-/// `/sys` and `/sys/fs/cgroup` are read-only unless the container is
-/// privileged: a writable sysfs lets a container reconfigure the host's
-/// devices, and a writable cgroupfs lets it escape its limits.
-pub fn default_mounts(privileged: bool) -> Vec<Mount> {
+/// `/sys` is read-only unless the container is privileged: a writable
+/// sysfs lets a container reconfigure the host's devices.
+pub fn default_mounts(privileged: bool, cgroups: &CgroupView) -> Vec<Mount> {
     let access = if privileged { "rw" } else { "ro" };
-    vec![
+    let mut mounts = vec![
         mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
         mount(
             "/dev",
@@ -68,13 +70,9 @@ pub fn default_mounts(privileged: bool) -> Vec<Mount> {
             "sysfs",
             &["nosuid", "noexec", "nodev", access],
         ),
-        mount(
-            "/sys/fs/cgroup",
-            "cgroup",
-            "cgroup",
-            &["nosuid", "noexec", "nodev", "relatime", access],
-        ),
-    ]
+    ];
+    mounts.extend(cgroup_mounts(cgroups, privileged));
+    mounts
 }
 
 /// The sandbox's files as bind mounts (in CRI form, so they go through the
@@ -147,7 +145,7 @@ mod tests {
 
     #[test]
     fn defaults_cover_the_system_filesystems() {
-        let mounts = default_mounts(false);
+        let mounts = default_mounts(false, &CgroupView::V2);
         let destinations: Vec<_> = mounts.iter().map(|m| m.destination().clone()).collect();
         for expected in [
             "/proc",
@@ -168,12 +166,28 @@ mod tests {
 
     #[test]
     fn sysfs_and_cgroupfs_are_read_only_unless_privileged() {
-        let normal = default_mounts(false);
+        let normal = default_mounts(false, &CgroupView::V2);
         assert!(has_option(find(&normal, "/sys"), "ro"));
         assert!(has_option(find(&normal, "/sys/fs/cgroup"), "ro"));
-        let privileged = default_mounts(true);
+        let privileged = default_mounts(true, &CgroupView::V2);
         assert!(has_option(find(&privileged, "/sys"), "rw"));
         assert!(has_option(find(&privileged, "/sys/fs/cgroup"), "rw"));
+    }
+
+    #[test]
+    fn cgroup_mounts_come_after_sysfs() {
+        let view = CgroupView::V1(vec![crate::cgroup_mounts::V1Hierarchy {
+            name: "memory".into(),
+            dir: "/sys/fs/cgroup/memory/c1".into(),
+        }]);
+        let destinations: Vec<_> = default_mounts(false, &view)
+            .iter()
+            .map(|m| m.destination().display().to_string())
+            .collect();
+        assert_eq!(
+            destinations[destinations.len() - 3..],
+            ["/sys", "/sys/fs/cgroup", "/sys/fs/cgroup/memory"]
+        );
     }
 
     fn files() -> SandboxFiles {

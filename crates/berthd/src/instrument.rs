@@ -1,5 +1,7 @@
 //! One span per RPC: method, duration and gRPC code, logged and counted
-//! (in [`crate::metrics`]) in one place instead of in every handler.
+//! (in [`crate::metrics`]) in one place instead of in every handler. A
+//! failed call is logged with its message, at a level shown by default, so
+//! an operator sees why kubelet's call failed without raising the level.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,9 +71,12 @@ where
         Box::pin(async move {
             let started = Instant::now();
             let result = call.await;
-            let code = match &result {
-                Ok(response) => grpc_code(response.headers()),
-                Err(_) => "transport error".to_string(),
+            let (code, message) = match &result {
+                Ok(response) => (
+                    grpc_code(response.headers()),
+                    grpc_message(response.headers()),
+                ),
+                Err(_) => ("transport error".to_string(), String::new()),
             };
             let elapsed = started.elapsed().as_secs_f64();
             if let Some(metrics) = &metrics {
@@ -81,11 +86,15 @@ where
             span.record("code", code.as_str());
             span.record("duration_ms", elapsed_ms);
             span.in_scope(|| {
-                // kubelet polls some RPCs every second: successes stay at debug.
+                // kubelet polls some RPCs every second: successes stay at
+                // debug, and the failures it expects (NotFound of a container
+                // just removed) at info.
                 if code == "Ok" {
                     tracing::debug!("rpc done");
+                } else if is_server_fault(&code) {
+                    tracing::warn!(%message, "rpc failed");
                 } else {
-                    tracing::info!("rpc failed");
+                    tracing::info!(%message, "rpc failed");
                 }
             });
             result
@@ -113,6 +122,47 @@ fn grpc_code(headers: &http::HeaderMap) -> String {
     }
 }
 
+/// The message of a failed unary call: `grpc-message`, percent-decoded
+/// (gRPC encodes every byte outside printable ASCII, and `%`, as `%XX`).
+fn grpc_message(headers: &http::HeaderMap) -> String {
+    headers
+        .get("grpc-message")
+        .map(|value| percent_decode(value.as_bytes()))
+        .unwrap_or_default()
+}
+
+/// `a%20b%C3%A9` → `a bé`; a malformed escape is kept as it is.
+fn percent_decode(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Codes that mean berth (or the host) failed, not the caller.
+fn is_server_fault(code: &str) -> bool {
+    matches!(
+        code,
+        "Unknown" | "Internal" | "DataLoss" | "Unavailable" | "transport error"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +182,62 @@ mod tests {
         assert_eq!(grpc_code(&headers), "Ok");
         headers.insert("grpc-status", http::HeaderValue::from_static("12"));
         assert_eq!(grpc_code(&headers), "Unimplemented");
+    }
+
+    #[test]
+    fn message_is_percent_decoded() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(grpc_message(&headers), "");
+        headers.insert(
+            "grpc-message",
+            http::HeaderValue::from_static("creating%20c1:%20%22x%22%C3%A9 100%"),
+        );
+        assert_eq!(grpc_message(&headers), "creating c1: \"x\"é 100%");
+        assert_eq!(percent_decode(b"%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn failed_calls_are_logged_with_their_message() {
+        use std::sync::{Arc, Mutex};
+
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .map_err(|_| std::io::ErrorKind::Other)?
+                    .extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let service = tower::service_fn(|_: http::Request<()>| async {
+            let status = tonic::Status::failed_precondition("cannot create c1: rootfs");
+            Ok::<_, std::convert::Infallible>(status.into_http::<()>())
+        });
+        let mut traced = RpcTraceLayer::default().layer(service);
+        let request = http::Request::builder()
+            .uri("/runtime.v1.RuntimeService/CreateContainer")
+            .body(())
+            .unwrap();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(traced.call(request)).unwrap();
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("INFO"), "{text}");
+        assert!(text.contains("FailedPrecondition"), "{text}");
+        assert!(text.contains("cannot create c1: rootfs"), "{text}");
     }
 }

@@ -181,6 +181,7 @@ impl Runtime {
             tty,
             stdin,
             stdin_once,
+            kept_log: &dir.join("failed.shim.log"),
         })
         .await
         .expect("shim created the container");

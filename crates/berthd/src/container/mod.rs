@@ -2,9 +2,11 @@
 //! berth-shim each. berthd prepares the bundle (overlay rootfs and OCI
 //! spec); the shim creates, starts and reaps the container.
 
+pub mod cgroup_view;
 pub mod resources;
 pub mod rootfs;
 pub mod shim;
+pub mod shim_log;
 pub mod store;
 pub mod trash;
 
@@ -19,7 +21,7 @@ use berth_shim::protocol::{
 use berth_spec::{
     CgroupFeatures, ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces,
 };
-use cri_api::v1::{ContainerConfig, NamespaceMode};
+use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 use tonic::Status;
 
@@ -59,10 +61,17 @@ struct Undo {
 
 impl ContainerManager {
     /// CreateContainer: returns the new container's id.
+    ///
+    /// The container is judged against `request_sandbox_config`, the sandbox
+    /// config that comes with the request, as containerd does: kubelet
+    /// rebuilds it for every create, e.g. privileged once the pod has a
+    /// privileged ephemeral container. Without one, the config stored at
+    /// RunPodSandbox is used.
     pub async fn create(
         &self,
         sandbox_id: &str,
         config: ContainerConfig,
+        request_sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, Status> {
         let metadata = config
             .metadata
@@ -84,8 +93,9 @@ impl ContainerManager {
             .find(sandbox_id)?
             .ok_or_else(|| Status::not_found(format!("pod sandbox {sandbox_id:?} not found")))?;
         let sandbox = sandbox_handle.lock().await.clone();
-        let sandbox_config = sandbox.decode_config();
-        let sandbox_meta = sandbox_config.metadata.clone().unwrap_or_default();
+        let stored_config = sandbox.decode_config();
+        let sandbox_meta = stored_config.metadata.clone().unwrap_or_default();
+        let sandbox_config = request_sandbox_config.unwrap_or(stored_config);
         let image = self.images.resolve(&image_name).ok_or_else(|| {
             Status::not_found(format!("image {image_name:?} not found: pull it first"))
         })?;
@@ -113,6 +123,7 @@ impl ContainerManager {
                 &id,
                 &name_key,
                 &sandbox,
+                &sandbox_config,
                 config,
                 &image,
                 &image_name,
@@ -137,12 +148,12 @@ impl ContainerManager {
         id: &str,
         name_key: &str,
         sandbox: &SandboxRecord,
+        sandbox_config: &PodSandboxConfig,
         config: ContainerConfig,
         image: &berth_image::store::ImageRecord,
         image_name: &str,
         undo: &mut Undo,
     ) -> Result<ContainerRecord, Status> {
-        let sandbox_config = sandbox.decode_config();
         let bundle = self.store.record_dir(id);
         let layer_dir = self.layers_dir.join(id);
         // Unix socket paths are limited to 107 bytes: the shim's dir is
@@ -180,6 +191,11 @@ impl ContainerManager {
             berth_cgroups::container_cgroup(self.sandboxes.driver, &sandbox.cgroup_parent, id)
                 .map_err(|err| Status::invalid_argument(format!("cgroup: {err}")))?;
         let cgroups_path = self.oci_cgroups_path(&location);
+        let hierarchy_dirs = self
+            .cgroups
+            .hierarchy_dirs(&location.path)
+            .map_err(|err| Status::internal(format!("cgroup: {err}")))?;
+        let cgroup_view = cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs);
         let target_pid = self.target_pid(&config, &sandbox.id).await?;
         let namespaces = SandboxNamespaces {
             network: sandbox.namespaces.get("net").cloned(),
@@ -194,7 +210,7 @@ impl ContainerManager {
             resolv_conf: Some(sandbox.dir.join("resolv.conf")),
             shm: sandbox.shm.clone(),
         };
-        let log_path = berth_spec::annotations::log_path(&config, &sandbox_config)
+        let log_path = berth_spec::annotations::log_path(&config, sandbox_config)
             .map_err(|err| Status::invalid_argument(err.to_string()))?;
         let etc_passwd = read_image_file(&paths.merged, "etc/passwd");
         let etc_group = read_image_file(&paths.merged, "etc/group");
@@ -205,11 +221,12 @@ impl ContainerManager {
                 container_id: id,
                 sandbox_id: &sandbox.id,
                 config: &config,
-                sandbox_config: &sandbox_config,
+                sandbox_config,
                 image: &image_view,
                 rootfs: &paths.merged,
                 namespaces: &namespaces,
                 cgroups_path: &cgroups_path,
+                cgroup_view,
                 etc_passwd: etc_passwd.as_deref(),
                 etc_group: etc_group.as_deref(),
                 sandbox_files: files,
@@ -240,6 +257,7 @@ impl ContainerManager {
             tty: config.tty,
             stdin: config.stdin,
             stdin_once: config.stdin_once,
+            kept_log: &shim_log::kept_path(&sandbox.dir, id),
         })
         .await?;
 
@@ -351,10 +369,15 @@ impl ContainerManager {
         let record = self.get(id).await?;
         match shim::call(&record.shim_dir, Request::Start, Duration::ZERO).await {
             Ok(Response::Ok) => Ok(()),
-            Ok(Response::Error { message, .. }) => Err(Status::failed_precondition(format!(
-                "starting container {}: {message}",
-                record.id
-            ))),
+            // The shim's log stays in its dir until RemoveContainer.
+            Ok(Response::Error { message, .. }) => {
+                let log = shim::log_path(&record.shim_dir);
+                Err(Status::failed_precondition(shim_log::with_reason(
+                    &format!("starting container {}: {message}", record.id),
+                    &log,
+                    Some(&log),
+                )))
+            }
             Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
             Err(err) => Err(Status::internal(format!(
                 "shim of container {}: {err}",

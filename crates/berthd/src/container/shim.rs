@@ -9,6 +9,8 @@ use berth_shim::protocol::{ExitRecord, Ready, Request, Response, StateInfo, Stat
 use tokio::io::AsyncReadExt;
 use tonic::Status;
 
+use super::shim_log;
+
 /// How long a shim may take to create its container.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one control call may take (exec has its own timeout on top).
@@ -27,6 +29,9 @@ pub struct ShimLaunch<'a> {
     /// for attachers.
     pub stdin: bool,
     pub stdin_once: bool,
+    /// Where the shim's log is kept if the container cannot be created
+    /// (the shim's dir goes with the failed create).
+    pub kept_log: &'a Path,
 }
 
 /// Starts a shim and waits until it reports the container created. Returns
@@ -71,28 +76,51 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, Status> {
     // The shim detaches (its own session); the process berthd started exits
     // once the handshake is written, and is reaped here.
     let _ = child.wait().await;
-    match read {
-        Err(_) => {
-            return Err(Status::deadline_exceeded(format!(
-                "container {} was not created within {CREATE_TIMEOUT:?}",
-                launch.id
-            )))
-        }
-        Ok(Err(err)) => return Err(Status::internal(format!("reading shim handshake: {err}"))),
-        Ok(Ok(_)) => {}
-    }
-    let ready: Ready = serde_json::from_str(answer.trim())
-        .map_err(|err| Status::internal(format!("shim handshake {answer:?}: {err}")))?;
-    match (ready.ok, ready.pid) {
-        (true, Some(pid)) => Ok(pid),
-        _ => Err(Status::unknown(format!(
+    let ready = match read {
+        Err(_) => Err(format!(
+            "container {} was not created within {CREATE_TIMEOUT:?}",
+            launch.id
+        )),
+        Ok(Err(err)) => Err(format!("reading the shim's handshake: {err}")),
+        Ok(Ok(_)) => serde_json::from_str::<Ready>(answer.trim())
+            .map_err(|err| format!("shim handshake {answer:?}: {err}")),
+    };
+    let reason = match ready {
+        Ok(Ready {
+            ok: true,
+            pid: Some(pid),
+            ..
+        }) => return Ok(pid),
+        Ok(ready) => format!(
             "creating container {}: {}",
             launch.id,
             ready
                 .error
                 .unwrap_or_else(|| "shim gave no reason".to_string())
-        ))),
-    }
+        ),
+        Err(reason) => reason,
+    };
+    Err(failed_create(launch, &reason))
+}
+
+/// The error of a create the shim could not do, with the reason from its
+/// log. The container cannot be made as configured on this node, so
+/// FailedPrecondition (kubelet shows the message as CreateContainerError).
+fn failed_create(launch: &ShimLaunch<'_>, reason: &str) -> Status {
+    let log = ShimFiles::new(launch.dir.to_path_buf()).log();
+    let kept = match shim_log::keep(&log, launch.kept_log) {
+        Ok(()) => Some(launch.kept_log),
+        Err(err) => {
+            tracing::warn!(error = %err, log = %log.display(), "cannot keep the shim log");
+            None
+        }
+    };
+    Status::failed_precondition(shim_log::with_reason(reason, &log, kept))
+}
+
+/// The shim's log of container `dir`, kept with the container.
+pub fn log_path(dir: &Path) -> PathBuf {
+    ShimFiles::new(dir.to_path_buf()).log()
 }
 
 /// One call to the shim of `dir`, on a blocking thread.

@@ -21,7 +21,7 @@ impl CriService {
         let container_id = self
             .context()
             .containers
-            .create(&request.pod_sandbox_id, config)
+            .create(&request.pod_sandbox_id, config, request.sandbox_config)
             .await?;
         if let Ok(record) = self.context().containers.get(&container_id).await {
             self.emit_container_event(
