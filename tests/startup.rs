@@ -70,8 +70,12 @@ fn config_subcommand_prints_effective_config_with_overrides() {
 #[test]
 fn repo_default_config_starts() {
     let sandbox = Sandbox::new();
-    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime-config.toml");
-    let berthd = Berthd::start_in(sandbox, std::path::Path::new(config));
+    // Read at run time: a target dir shared between checkouts keeps a test
+    // binary built in another one, with that checkout's path compiled in.
+    let crate_dir =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or(env!("CARGO_MANIFEST_DIR").into());
+    let config = std::path::Path::new(&crate_dir).join("../runtime-config.toml");
+    let berthd = Berthd::start_in(sandbox, &config);
     // The socket is bound before the stores open; the start-up line that
     // names the config follows once berthd serves.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -3,10 +3,12 @@
 
 use super::*;
 
+/// Read at run time: a target dir shared between checkouts keeps a test
+/// binary built in another one, with that checkout's path compiled in.
 fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/stats")
-        .join(rel)
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or(PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    crate_dir.join("fixtures/stats").join(rel)
 }
 
 const MIB: u64 = 1024 * 1024;
