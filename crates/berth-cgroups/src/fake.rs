@@ -229,6 +229,21 @@ impl CgroupManager for FakeManager {
             .iter()
             .any(|c| c != &path && is_in_subtree(c, &path)))
     }
+
+    /// Records `update <path>`; the cgroup must exist, as on a host.
+    fn update(&self, path: &str, _update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
+        let rel = relative_non_root(path)?;
+        let path = normalized(&rel);
+        let mut state = self.lock();
+        if !state.cgroups.contains(&path) {
+            return Err(CgroupError::NotFound {
+                dir: path.clone().into(),
+                path,
+            });
+        }
+        state.calls.push(format!("update {path}"));
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! - [`stats`]: usage read from cgroup files (cpu, memory, swap, pids),
 //!   v1 and v2.
 //! - [`systemd`]: [`SystemdManager`], the systemd driver: pod parents as
-//!   slices and sandbox cgroups as scopes, transient units over D-Bus.
+//!   slices and sandbox cgroups as scopes, transient units over D-Bus;
+//!   [`systemd_resources`]: resource updates as unit properties.
 //! - [`host`]: what the host's cgroups offer (v2, hugetlb, swap), read once.
 //! - [`fake`]: an in-memory [`CgroupManager`] for unit tests.
 
@@ -20,6 +21,7 @@ pub mod manager;
 pub mod naming;
 pub mod stats;
 pub mod systemd;
+pub mod systemd_resources;
 pub mod tracker;
 pub mod update;
 

@@ -132,6 +132,10 @@ pub trait CgroupManager: Send + Sync {
 
     /// Whether `path` has child cgroups in any hierarchy.
     fn has_children(&self, path: &str) -> Result<bool, CgroupError>;
+
+    /// Applies `update` to the existing cgroup `path` (a running
+    /// container's: UpdateContainerResources).
+    fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError>;
 }
 
 /// How the cgroup file systems are laid out on this host.
@@ -443,6 +447,10 @@ impl CgroupManager for CgroupfsManager {
             }
         }
         Ok(false)
+    }
+
+    fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
+        self.update_files(path, update)
     }
 }
 

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use zbus::zvariant::{OwnedObjectPath, Value};
 
-use crate::manager::{relative, relative_non_root, CgroupError, CgroupManager};
+use crate::manager::{relative, relative_non_root, CgroupError, CgroupManager, Layout};
+use crate::update::ResourceUpdate;
 
 /// How long systemd gets to run a start or stop job before berth gives up.
 const JOB_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,6 +52,9 @@ pub enum BusError {
 pub enum UnitProperty {
     Bool(&'static str, bool),
     Str(&'static str, String),
+    U64(&'static str, u64),
+    /// A byte array (`ay`), e.g. a CPU bitmask.
+    Bytes(&'static str, Vec<u8>),
     Pids(Vec<u32>),
 }
 
@@ -63,6 +67,9 @@ pub trait SystemdBus: Send + Sync {
     fn stop_unit(&self, name: &str) -> Result<(), BusError>;
     /// `ResetFailedUnit(name)`, so a failed unit's name can be used again.
     fn reset_failed_unit(&self, name: &str) -> Result<(), BusError>;
+    /// `SetUnitProperties(name, true, properties)`: runtime properties,
+    /// which systemd also writes to the unit's cgroup.
+    fn set_unit_properties(&self, name: &str, props: &[UnitProperty]) -> Result<(), BusError>;
 }
 
 #[zbus::proxy(
@@ -84,6 +91,13 @@ trait Manager {
     fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
 
     fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
+
+    fn set_unit_properties(
+        &self,
+        name: &str,
+        runtime: bool,
+        properties: &[&(&str, &Value<'_>)],
+    ) -> zbus::Result<()>;
 }
 
 /// [`SystemdBus`] on the system bus, one connection for the daemon's life.
@@ -119,22 +133,38 @@ fn bus_error(method: &'static str, unit: &str, err: zbus::Error) -> BusError {
     }
 }
 
+/// Properties as the `a(sv)` D-Bus values systemd takes.
+fn dbus_values(props: &[UnitProperty]) -> Vec<(&'static str, Value<'_>)> {
+    props
+        .iter()
+        .map(|prop| match prop {
+            UnitProperty::Bool(key, value) => (*key, Value::from(*value)),
+            UnitProperty::Str(key, value) => (*key, Value::from(value.as_str())),
+            UnitProperty::U64(key, value) => (*key, Value::from(*value)),
+            UnitProperty::Bytes(key, value) => (*key, Value::from(value.clone())),
+            UnitProperty::Pids(pids) => ("PIDs", Value::from(pids.clone())),
+        })
+        .collect()
+}
+
 impl SystemdBus for DbusSystemd {
     fn start_transient_unit(&self, name: &str, props: &[UnitProperty]) -> Result<(), BusError> {
-        let values: Vec<(&str, Value<'_>)> = props
-            .iter()
-            .map(|prop| match prop {
-                UnitProperty::Bool(key, value) => (*key, Value::from(*value)),
-                UnitProperty::Str(key, value) => (*key, Value::from(value.as_str())),
-                UnitProperty::Pids(pids) => ("PIDs", Value::from(pids.clone())),
-            })
-            .collect();
+        let values = dbus_values(props);
         let pairs: Vec<(&str, &Value<'_>)> = values.iter().map(|(k, v)| (*k, v)).collect();
         let refs: Vec<&(&str, &Value<'_>)> = pairs.iter().collect();
         self.proxy
             .start_transient_unit(name, "replace", &refs, &[])
             .map(|_| ())
             .map_err(|err| bus_error("StartTransientUnit", name, err))
+    }
+
+    fn set_unit_properties(&self, name: &str, props: &[UnitProperty]) -> Result<(), BusError> {
+        let values = dbus_values(props);
+        let pairs: Vec<(&str, &Value<'_>)> = values.iter().map(|(k, v)| (*k, v)).collect();
+        let refs: Vec<&(&str, &Value<'_>)> = pairs.iter().collect();
+        self.proxy
+            .set_unit_properties(name, true, &refs)
+            .map_err(|err| bus_error("SetUnitProperties", name, err))
     }
 
     fn stop_unit(&self, name: &str) -> Result<(), BusError> {
@@ -210,13 +240,19 @@ pub fn scope_properties(unit: &str, slice: &str, pid: u32) -> Vec<UnitProperty> 
 pub struct SystemdManager {
     bus: Box<dyn SystemdBus>,
     fs: Arc<dyn CgroupManager>,
+    /// cgroup v2: the property names differ from v1's.
+    unified: bool,
 }
 
 impl SystemdManager {
     /// `bus` talks to systemd; `fs` (the cgroupfs manager) reads the
     /// hierarchies and removes cgroups systemd does not own.
     pub fn new(bus: Box<dyn SystemdBus>, fs: Arc<dyn CgroupManager>) -> Self {
-        Self { bus, fs }
+        Self {
+            bus,
+            fs,
+            unified: Layout::detect() == Layout::Unified,
+        }
     }
 
     /// Waits until `done` holds, looking more and more slowly, or gives up
@@ -362,6 +398,20 @@ impl CgroupManager for SystemdManager {
     fn has_children(&self, path: &str) -> Result<bool, CgroupError> {
         self.fs.has_children(path)
     }
+
+    /// The unit's properties first, so systemd keeps the new limits across
+    /// a daemon-reload; then the files, for what properties cannot say
+    /// (v1's memory+swap, in the order the kernel accepts).
+    fn update(&self, path: &str, update: &ResourceUpdate) -> Result<(), CgroupError> {
+        let unit = unit_of(path)?;
+        let props = crate::systemd_resources::unit_properties(update, self.unified);
+        if !props.is_empty() {
+            self.bus
+                .set_unit_properties(&unit, &props)
+                .map_err(|err| Self::systemd_error(&unit, err))?;
+        }
+        self.fs.update(path, update)
+    }
 }
 
 #[cfg(test)]
@@ -433,6 +483,20 @@ mod tests {
         fn reset_failed_unit(&self, name: &str) -> Result<(), BusError> {
             Err(BusError::NoSuchUnit(name.to_string()))
         }
+        fn set_unit_properties(&self, name: &str, props: &[UnitProperty]) -> Result<(), BusError> {
+            let names: Vec<&str> = props
+                .iter()
+                .map(|p| match p {
+                    UnitProperty::U64(key, _) | UnitProperty::Bytes(key, _) => *key,
+                    _ => "?",
+                })
+                .collect();
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("set {name} {}", names.join(",")));
+            Ok(())
+        }
     }
 
     fn manager(existing: &[&str]) -> (SystemdManager, Arc<FakeBus>, Arc<FakeManager>) {
@@ -503,6 +567,34 @@ mod tests {
                 "start berth-1.scope"
             ]
         );
+    }
+
+    #[test]
+    fn updates_set_unit_properties_then_the_files() {
+        let (mut manager, bus, fs) = manager(&["/test.slice/berth-1.scope"]);
+        manager.unified = true;
+        let scope = "/test.slice/berth-1.scope";
+        let update = ResourceUpdate {
+            memory_limit: Some(1 << 20),
+            cpu_quota: Some(10_000),
+            cpu_period: Some(100_000),
+            ..Default::default()
+        };
+        manager.update(scope, &update).unwrap();
+        assert_eq!(
+            bus.calls(),
+            ["set berth-1.scope MemoryMax,CPUQuotaPeriodUSec,CPUQuotaPerSecUSec"]
+        );
+        assert_eq!(
+            fs.calls().last().map(String::as_str),
+            Some("update /test.slice/berth-1.scope")
+        );
+        // Nothing to say to systemd: only the files.
+        manager.update(scope, &ResourceUpdate::default()).unwrap();
+        assert_eq!(bus.calls().len(), 1);
+        assert!(manager
+            .update("/test.slice/berth-2.scope", &update)
+            .is_err());
     }
 
     #[test]

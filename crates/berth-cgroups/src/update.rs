@@ -23,8 +23,13 @@ pub struct ResourceUpdate {
 }
 
 impl CgroupfsManager {
-    /// Applies `update` to the cgroup at `path` (which must exist).
-    pub fn update(&self, path: &str, update: &ResourceUpdate) -> Result<(), CgroupError> {
+    /// Applies `update` to the cgroup at `path` (which must exist); what
+    /// [`crate::CgroupManager::update`] does under the cgroupfs driver.
+    pub(crate) fn update_files(
+        &self,
+        path: &str,
+        update: &ResourceUpdate,
+    ) -> Result<(), CgroupError> {
         let cgroup = self.load_existing(path)?;
         let failed = |op: &'static str| {
             let path = path.to_string();

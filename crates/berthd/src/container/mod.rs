@@ -506,7 +506,9 @@ impl ContainerManager {
         // their cgroup writes and their record writes differently.
         let mut record = handle.lock().await;
         let update = resources::cgroup_update(resources);
-        let cgroups = self.cgroups.clone();
+        // The driver's manager: under systemd it sets the scope's unit
+        // properties too, so a daemon-reload keeps the new limits.
+        let cgroups = self.sandboxes.cgroups.clone();
         let path = record.cgroup_dir().to_string();
         tokio::task::spawn_blocking(move || cgroups.update(&path, &update))
             .await
