@@ -61,6 +61,15 @@ pub enum NamingError {
     /// The parent ends in `.slice` but is not a valid slice unit name.
     #[error("invalid systemd slice name {slice:?}: {reason}")]
     InvalidSlice { slice: String, reason: &'static str },
+    /// A slice path whose directories are not where systemd puts its slice.
+    #[error(
+        "cgroup parent {parent:?} is not where systemd puts slice {slice}: that is {expected:?}"
+    )]
+    SliceElsewhere {
+        parent: String,
+        slice: String,
+        expected: String,
+    },
     /// The sandbox or container id cannot be part of a cgroup name.
     #[error("invalid id {id:?} for a cgroup name: {reason}")]
     InvalidId { id: String, reason: &'static str },
@@ -301,8 +310,13 @@ fn cgroupfs_parent(parent: &str) -> Result<String, NamingError> {
     Ok(format!("/{}", components.join("/")))
 }
 
-/// Checks a systemd parent; returns the slice name (without a leading `/`)
-/// and its expanded path.
+/// Checks a systemd parent; returns the slice name and its expanded path.
+///
+/// kubelet sends the slice's expanded path
+/// (`/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`,
+/// what its `CgroupName.ToSystemd` returns); crictl and critest send a name,
+/// with or without a leading `/`. Either way the slice is the last component,
+/// as containerd and CRI-O take it; a path must be that slice's expansion.
 fn systemd_parent(parent: &str) -> Result<(String, String), NamingError> {
     check_common(parent)?;
     if !is_slice(parent) {
@@ -310,8 +324,17 @@ fn systemd_parent(parent: &str) -> Result<(String, String), NamingError> {
             parent: parent.to_string(),
         });
     }
-    let slice = parent.strip_prefix('/').unwrap_or(parent);
+    let trimmed = parent.trim_end_matches('/');
+    let slice = trimmed.rsplit('/').next().unwrap_or(trimmed);
     let path = expand_slice(slice)?;
+    let given: Vec<&str> = trimmed.split('/').filter(|c| !c.is_empty()).collect();
+    if given.len() > 1 && format!("/{}", given.join("/")) != path {
+        return Err(NamingError::SliceElsewhere {
+            parent: parent.to_string(),
+            slice: slice.to_string(),
+            expected: path,
+        });
+    }
     Ok((slice.to_string(), path))
 }
 
@@ -551,6 +574,45 @@ mod tests {
     }
 
     #[test]
+    fn systemd_accepts_the_expanded_path_kubelet_sends() {
+        let kubelet =
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod123_456.slice";
+        for parent in [kubelet, &kubelet[1..], &format!("{kubelet}/")] {
+            let loc = sandbox_cgroup(Driver::Systemd, parent, "system.slice", "abc").unwrap();
+            assert_eq!(
+                loc.parent, "kubepods-burstable-pod123_456.slice",
+                "{parent}"
+            );
+            assert_eq!(loc.parent_path, kubelet);
+            assert_eq!(loc.path, format!("{kubelet}/berth-abc.scope"));
+        }
+        let qos = sandbox_cgroup(
+            Driver::Systemd,
+            "/kubepods.slice/kubepods-besteffort.slice",
+            "",
+            "abc",
+        )
+        .unwrap();
+        assert_eq!(qos.parent, "kubepods-besteffort.slice");
+    }
+
+    #[test]
+    fn systemd_rejects_a_slice_path_systemd_would_not_make() {
+        let err = sandbox_cgroup(
+            Driver::Systemd,
+            "/other.slice/kubepods-pod1.slice",
+            "",
+            "abc",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cgroup parent \"/other.slice/kubepods-pod1.slice\" is not where systemd puts slice \
+             kubepods-pod1.slice: that is \"/kubepods.slice/kubepods-pod1.slice\""
+        );
+    }
+
+    #[test]
     fn systemd_accepts_leading_slash_as_critest_sends() {
         let loc = sandbox_cgroup(Driver::Systemd, "/test.slice", "system.slice", "abc").unwrap();
         assert_eq!(loc.parent, "test.slice");
@@ -585,11 +647,7 @@ mod tests {
 
     #[test]
     fn systemd_rejects_invalid_slices() {
-        for bad in [
-            "a--b.slice",
-            "-a.slice",
-            "/kubepods.slice/kubepods-burstable.slice",
-        ] {
+        for bad in ["a--b.slice", "-a.slice", "/kubepods.slice/a--b.slice"] {
             let err = sandbox_cgroup(Driver::Systemd, bad, "", "abc").unwrap_err();
             assert!(
                 matches!(err, NamingError::InvalidSlice { .. }),
