@@ -6,14 +6,28 @@
 //! from cgroup OOM events). cgroup v1 has the counter in
 //! `memory/<path>/memory.oom_control` (kernel ≥ 4.13), v2 in
 //! `<path>/memory.events`. Only cgroupfs paths (`/a/b`) are understood.
+//!
+//! Under the systemd driver the container's cgroup is a scope, which
+//! systemd removes as soon as its last process has exited: by the time the
+//! shim reads the counter at exit it is usually gone. So on cgroup v2 the
+//! shim also watches `memory.events` (the kernel signals every change of it
+//! with inotify, at the kill, before the victim has exited) and keeps the
+//! highest count it read, as containerd's shim watches it for OOM events.
 
 use std::fs;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+
 /// Finds the `oom_kill` counter of one cgroup.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct OomProbe {
     files: Vec<PathBuf>,
+    /// The highest count read so far.
+    seen: Option<u64>,
+    /// A watch on the v2 `memory.events`, once [`OomProbe::watch`] set it.
+    watch: Option<Inotify>,
 }
 
 impl OomProbe {
@@ -33,7 +47,15 @@ impl OomProbe {
                 cgroup_root.join("unified").join(rel).join("memory.events"),
             ]
         };
-        Self { files }
+        Self::with_files(files)
+    }
+
+    fn with_files(files: Vec<PathBuf>) -> Self {
+        Self {
+            files,
+            seen: None,
+            watch: None,
+        }
     }
 
     /// Finds the cgroup of a running process from its `/proc/<pid>/cgroup`
@@ -65,15 +87,68 @@ impl OomProbe {
                 );
             }
         }
-        Self { files }
+        Self::with_files(files)
     }
 
-    /// The counter, from the first file that has one.
+    /// The counter now, from the first file that has one.
     pub fn oom_kills(&self) -> Option<u64> {
         self.files
             .iter()
             .filter_map(|f| fs::read_to_string(f).ok())
             .find_map(|text| parse_oom_kill(&text))
+    }
+
+    /// Starts watching the v2 `memory.events` (the first one that exists);
+    /// without one (cgroup v1, where the cgroup stays until berthd removes
+    /// it) or when inotify fails, the counter is only read when asked.
+    pub fn watch(&mut self) {
+        let Some(file) = self
+            .files
+            .iter()
+            .find(|f| f.ends_with("memory.events") && f.exists())
+        else {
+            return;
+        };
+        let Ok(inotify) = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) else {
+            return;
+        };
+        if inotify.add_watch(file, AddWatchFlags::IN_MODIFY).is_ok() {
+            self.watch = Some(inotify);
+        }
+        self.refresh();
+    }
+
+    /// The watch's fd, readable when the counter file changed.
+    pub fn watch_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.watch.as_ref().map(|w| w.as_fd())
+    }
+
+    /// Drains the watch's events and reads the counter into the highest
+    /// count seen. A removed file ends the watch.
+    pub fn refresh(&mut self) {
+        let mut gone = false;
+        if let Some(watch) = &self.watch {
+            while let Ok(events) = watch.read_events() {
+                if events.is_empty() {
+                    break;
+                }
+                gone |= events
+                    .iter()
+                    .any(|e| e.mask.contains(AddWatchFlags::IN_IGNORED));
+            }
+        }
+        if let Some(now) = self.oom_kills() {
+            self.seen = Some(self.seen.map_or(now, |seen| seen.max(now)));
+        }
+        if gone {
+            self.watch = None;
+        }
+    }
+
+    /// The highest count read, reading once more first.
+    pub fn counted(&mut self) -> Option<u64> {
+        self.refresh();
+        self.seen
     }
 }
 
@@ -117,6 +192,34 @@ mod tests {
         fs::create_dir_all(&v1).expect("mkdir");
         fs::write(v1.join("memory.oom_control"), "under_oom 0\noom_kill 1\n").expect("write");
         assert_eq!(probe.oom_kills(), Some(1));
+    }
+
+    #[test]
+    fn the_count_outlives_the_cgroup() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("a.slice/berth-c1.scope");
+        fs::create_dir_all(&dir).expect("mkdir");
+        let events = dir.join("memory.events");
+        fs::write(&events, "oom 0\noom_kill 0\n").expect("write");
+        let mut probe = OomProbe::for_process(root.path(), "0::/a.slice/berth-c1.scope\n");
+        probe.watch();
+        assert!(probe.watch_fd().is_some(), "v2 files are watched");
+        assert_eq!(probe.counted(), Some(0));
+        fs::write(&events, "oom 1\noom_kill 1\n").expect("write");
+        probe.refresh();
+        // systemd removes the scope once its last process is gone.
+        fs::remove_dir_all(&dir).expect("rm");
+        assert_eq!(probe.oom_kills(), None);
+        assert_eq!(probe.counted(), Some(1));
+    }
+
+    #[test]
+    fn v1_is_read_when_asked() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let mut probe = OomProbe::for_process(root.path(), "4:memory:/pod/c1\n");
+        probe.watch();
+        assert!(probe.watch_fd().is_none());
+        assert_eq!(probe.counted(), None);
     }
 
     #[test]

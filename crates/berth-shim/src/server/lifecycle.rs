@@ -41,6 +41,8 @@ impl Server {
 
     pub(super) fn on_init_exit(&mut self, code: i32, now: Instant) {
         tracing::info!(code, "container init exited");
+        // While the cgroup may still be there (see crate::oom).
+        self.oom.refresh();
         self.init.exited = Some(Exited {
             code,
             at: timestamp::now(),
@@ -68,7 +70,7 @@ impl Server {
         if !(self.outputs.iter().all(OutputPipe::is_eof) || now >= ex.drain_until) {
             return;
         }
-        let oom_killed = self.oom.oom_kills().is_some_and(|n| n > self.oom_baseline);
+        let oom_killed = self.oom.counted().is_some_and(|n| n > self.oom_baseline);
         let record = ExitRecord {
             exit_code: ex.code,
             exited_at: ex.at.clone(),

@@ -66,6 +66,7 @@ enum Token {
     Client(u64),
     Exec(usize, ExecStream),
     Attach(AttachToken),
+    Oom,
 }
 
 pub struct Server {
@@ -100,14 +101,15 @@ impl Server {
         // without a cgroupsPath libcontainer picks one itself; berthd always
         // sets it, so OOM detection simply stays off then
         let cgroup_root = std::path::Path::new("/sys/fs/cgroup");
-        let oom = match std::fs::read_to_string(format!("/proc/{}/cgroup", created.init_pid)) {
+        let mut oom = match std::fs::read_to_string(format!("/proc/{}/cgroup", created.init_pid)) {
             Ok(text) => OomProbe::for_process(cgroup_root, &text),
             Err(_) => {
                 let cgroups_path = created.bundle.cgroups_path.clone().unwrap_or_default();
                 OomProbe::new(cgroup_root, &cgroups_path)
             }
         };
-        let oom_baseline = oom.oom_kills().unwrap_or(0);
+        oom.watch();
+        let oom_baseline = oom.counted().unwrap_or(0);
         let stdin = created.stdin.map(|fd| ContainerStdin {
             fd,
             once: cfg.stdin_once,
@@ -198,6 +200,9 @@ impl Server {
         for (token, fd, ev) in self.attach.poll_entries() {
             entries.push((Token::Attach(token), fd, ev));
         }
+        if let Some(fd) = self.oom.watch_fd() {
+            entries.push((Token::Oom, fd, PollFlags::POLLIN));
+        }
         let tokens: Vec<Token> = entries.iter().map(|e| e.0).collect();
         let mut fds: Vec<PollFd<'_>> = entries
             .into_iter()
@@ -237,6 +242,7 @@ impl Server {
     fn dispatch(&mut self, token: Token, revents: PollFlags) {
         match token {
             Token::Signal => self.on_sigchld(),
+            Token::Oom => self.oom.refresh(),
             Token::Listener => self.accept(),
             Token::Output(i) => {
                 if let Some(o) = self.outputs.get_mut(i) {
