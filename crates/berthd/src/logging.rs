@@ -32,11 +32,14 @@ fn expand_bare_level(filter: &str) -> String {
     format!("{level},h2=info,hyper=info,hyper_util=info,tower=info,tonic=info")
 }
 
-/// Installs the global subscriber, logging to stderr.
+/// Installs the global subscriber, logging to stderr; colours only on a
+/// terminal, so logs kept in files and journals stay greppable.
 pub fn init(filter: EnvFilter) {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
