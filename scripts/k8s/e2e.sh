@@ -18,6 +18,8 @@
 #                              guest stage uses auto, which resolves to systemd)
 #   BERTH_K8S_EXPECT_DRIVER    the driver kubelet must take from berth
 #                              (default: BERTH_K8S_CGROUP_DRIVER's)
+#   BERTH_K8S_NODE_IP          kubelet's --node-ip; needed where kubelet finds
+#                              none itself (no default route, as in the guest)
 #   BERTH_K8S_START_TIMEOUT    seconds the API server and the node get to come
 #                              up (default 120; more under emulation)
 #   BERTH_K8S_REGISTRY         HOST:PORT of a registry that already holds the
@@ -44,6 +46,7 @@ HOST_PORT="${BERTH_K8S_HOST_PORT:-12080}"
 REGISTRY="${BERTH_K8S_REGISTRY:-localhost:$REGISTRY_PORT}"
 CGROUP_DRIVER="${BERTH_K8S_CGROUP_DRIVER:-cgroupfs}"
 START_TIMEOUT="${BERTH_K8S_START_TIMEOUT:-120}"
+NODE_IP="${BERTH_K8S_NODE_IP:-}"
 # The API server dials kubelet by the node's Hostname address, so the node
 # is named after a host name that resolves to loopback.
 NODE=localhost
@@ -171,5 +174,10 @@ for entry in "${SCENARIOS[@]}"; do
 done
 
 echo "k8s-e2e: $PASSED passed, $FAILED failed"
+if ((FAILED)); then
+  log "berthd's last warnings and errors, and kubelet's last errors:"
+  grep -E ' (WARN|ERROR) ' "$WORK/logs/berthd.log" | tail -n 15 | cut -c1-400 >&2 || true
+  grep -E '^E[0-9]{4} ' "$WORK/logs/kubelet.log" | tail -n 15 | cut -c1-400 >&2 || true
+fi
 log "stage took $((SECONDS - start)) s"
 ((FAILED == 0))

@@ -208,7 +208,8 @@ start_kubelet() {
     "$K8S_BIN/kubelet" --config "$WORK/kubelet.yaml" \
     --kubeconfig "$WORK/kubelet.kubeconfig" --root-dir "$WORK/kubelet" \
     --cert-dir "$WORK/kubelet/pki" \
-    --hostname-override "$NODE" --v 2 >"$WORK/logs/kubelet.log" 2>&1 &
+    --hostname-override "$NODE" ${NODE_IP:+--node-ip "$NODE_IP"} \
+    --v 2 >"$WORK/logs/kubelet.log" 2>&1 &
   started $! kubelet
   local pid=$!
   wait_until "$START_TIMEOUT" node_ready || {

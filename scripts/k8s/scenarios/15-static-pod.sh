@@ -77,7 +77,7 @@ cgroup_limits() {
 
 scn_static_pod() {
   local manifest="$WORK/manifests/$STATIC_POD.yaml" containers name id pid cpu mem want
-  local dirs=() units=() slice=""
+  local dirs=() units=() slice="" pod_dir=""
   static_pod_manifest >"$manifest"
   wait_until 180 running_static_containers ||
     fail "the static pod's containers are not running after 180 s: $(static_containers -a | tr '\n' ' ')"
@@ -95,6 +95,7 @@ scn_static_pod() {
     [[ "$(cgroup_limits "$cpu" "$mem")" == "$want" ]] ||
       fail "$name: cgroup limits '$(cgroup_limits "$cpu" "$mem")' in $cpu, want '$want'"
     dirs+=("$cpu" "$mem")
+    pod_dir="$(dirname "$cpu")"
     case "$KUBELET_CGROUP_DRIVER" in
     systemd)
       local unit="${cpu##*/}" parent
@@ -113,7 +114,6 @@ scn_static_pod() {
     cgroupfs)
       [[ "$cpu" == */kubepods/burstable/pod*/*"$id"* ]] ||
         fail "$name: cgroup $cpu is not under kubepods/burstable/pod<uid>"
-      slice="$(dirname "$cpu")"
       ;;
     *) fail "kubelet's cgroup driver '$KUBELET_CGROUP_DRIVER' is unknown" ;;
     esac
@@ -132,11 +132,11 @@ scn_static_pod() {
     wait_until 30 eval '[[ "$(systemctl show -P LoadState "$unit")" == not-found ]]' ||
       fail "unit $unit remains ($(systemctl show -P ActiveState "$unit")) after the pod is gone"
   done
-  if [[ "$KUBELET_CGROUP_DRIVER" == systemd ]]; then
-    wait_until 60 eval '[[ "$(systemctl show -P LoadState "$slice")" == not-found ]]' ||
-      fail "pod slice $slice remains ($(systemctl show -P ActiveState "$slice")) after the pod is gone"
-  else
-    wait_until 60 test ! -e "$slice" || fail "pod cgroup $slice remains after the pod is gone"
+  # systemd loads any slice name asked about (a slice needs no unit file),
+  # so a gone slice is an inactive one, without its cgroup.
+  wait_until 60 test ! -e "$pod_dir" || fail "pod cgroup $pod_dir remains after the pod is gone"
+  if [[ -n "$slice" && "$(systemctl show -P ActiveState "$slice")" != inactive ]]; then
+    fail "pod slice $slice is $(systemctl show -P ActiveState "$slice") after the pod is gone"
   fi
   # kubelet removes a deleted pod's exited containers and sandbox by its
   # garbage collection, every minute.
