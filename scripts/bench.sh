@@ -77,7 +77,6 @@ BRIDGE=berth-bn0
 SUBNET=10.91.0.0/16
 WORKLOAD_IMAGE=registry.k8s.io/e2e-test-images/busybox:1.29-2
 SANDBOX_IMAGE=registry.k8s.io/pause:3.9
-MIRRORED_HOSTS=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/berth/target}"
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$HOME/.cargo/bin${PATH:+:$PATH}"
 PY=/usr/bin/python3
@@ -96,6 +95,8 @@ flock -n 8 || die "another bench holds /run/lock/berth-bench.lock"
 source "$repo/scripts/lib/process.sh"
 # shellcheck source=lib/cni.sh
 source "$repo/scripts/lib/cni.sh"
+# shellcheck source=lib/berthd-config.sh
+source "$repo/scripts/lib/berthd-config.sh"
 
 # ---------------------------------------------------------------- dependencies
 
@@ -191,15 +192,7 @@ write_bridge_network "$CNI_CONF" berth-bench "$BRIDGE" "$SUBNET" "$work/cni/ipam
 
 log "starting berthd"
 mkdir -p "$work/berth"
-{
-  echo 'cgroup_driver = "cgroupfs"'
-  echo '[cni]'
-  echo "conf_dir = \"$work/cni/net.d\""
-  for host in "${MIRRORED_HOSTS[@]}"; do
-    echo "[registry.mirrors.\"$host\"]"
-    echo "endpoints = [\"http://$REGISTRY\"]"
-  done
-} >"$work/berth/runtime-config.toml"
+write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY"
 "$BERTHD" --config "$work/berth/runtime-config.toml" --listen "${SOCK[berth]}" \
   --root "$work/berth/root" --state "$work/berth/state" \
   </dev/null >"$work/berth/berthd.log" 2>&1 &

@@ -36,6 +36,8 @@ fi
 source "$repo/scripts/lib/process.sh"
 # shellcheck source=lib/cni.sh
 source "$repo/scripts/lib/cni.sh"
+# shellcheck source=lib/berthd-config.sh
+source "$repo/scripts/lib/berthd-config.sh"
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 berthd_pid=""
@@ -99,18 +101,8 @@ write_bridge_network "$work/net.d/10-berth-critest.conflist" berth-critest berth
 
 # Images resolve through mirrors, never a registry prefix (see
 # shared CONFORMANCE.md): every upstream critest names maps to the local one.
-{
-  echo 'cgroup_driver = "cgroupfs"'
-  echo '[metrics]'
-  echo 'enabled = true'
-  echo "address = \"$metrics_addr\""
-  echo '[cni]'
-  echo "conf_dir = \"$work/net.d\""
-  for host in registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io; do
-    echo "[registry.mirrors.\"$host\"]"
-    echo "endpoints = [\"http://$registry\"]"
-  done
-} >"$work/runtime-config.toml"
+write_berthd_config "$work/runtime-config.toml" cgroupfs "$work/net.d" "$registry" \
+  "[metrics]\nenabled = true\naddress = \"$metrics_addr\""
 
 log "starting berthd on $work/berth.sock"
 "$berthd" --config "$work/runtime-config.toml" --listen "$work/berth.sock" \

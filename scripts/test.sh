@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, builds, runs the unit and
-# integration tests, then the CRI conformance suite (critest) against berthd.
+# integration tests, then the CRI conformance suite (critest) against berthd,
+# the Kubernetes stage (a real kubelet) and the real-node stage (a systemd +
+# cgroup v2 guest VM).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
@@ -25,6 +27,14 @@ echo "== critest (Streaming over WebSocket)" >&2
 CRITEST_FOCUS='Streaming' \
   CRITEST_EXTRA_ARGS='--websocket-exec --websocket-attach --websocket-portforward' \
   bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"
+
+# kubelet, kube-apiserver and kubectl v1.36.4 against berth: the scenarios
+# of scripts/k8s/scenarios/ on a one-node cluster on loopback (see README).
+# BERTH_K8S_STAGE=0 leaves it out while developing.
+if [[ "${BERTH_K8S_STAGE:-1}" != 0 ]]; then
+  echo "== Kubernetes stage" >&2
+  bash scripts/k8s/e2e.sh "$CARGO_TARGET_DIR/debug/berthd"
+fi
 
 # Every real node runs systemd on cgroup v2; this machine does not. The
 # real-node stage runs berth in such a guest VM (see README): node checks

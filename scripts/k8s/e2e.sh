@@ -14,6 +14,17 @@
 #   BERTH_K8S_KEEP=1           keep the work dir (logs of every component and
 #                              scenario) after the run
 #   BERTH_K8S_BIN              where scripts/k8s/install.sh installs the binaries
+#   BERTH_K8S_CGROUP_DRIVER    berthd's cgroup_driver (default cgroupfs; the
+#                              guest stage uses auto, which resolves to systemd)
+#   BERTH_K8S_EXPECT_DRIVER    the driver kubelet must take from berth
+#                              (default: BERTH_K8S_CGROUP_DRIVER's)
+#   BERTH_K8S_NODE_IP          kubelet's --node-ip; needed where kubelet finds
+#                              none itself (no default route, as in the guest)
+#   BERTH_K8S_START_TIMEOUT    seconds the API server and the node get to come
+#                              up (default 120; more under emulation)
+#   BERTH_K8S_REGISTRY         HOST:PORT of a registry that already holds the
+#                              test images (scripts/images/build.sh); by default
+#                              the stage starts its own and builds them
 #   Ports on 127.0.0.1, each movable: BERTH_K8S_ETCD_PORT (23790),
 #   BERTH_K8S_ETCD_PEER_PORT (23800), BERTH_K8S_APISERVER_PORT (16443),
 #   BERTH_K8S_KUBELET_PORT (20250), BERTH_K8S_KUBELET_HEALTHZ_PORT (20248),
@@ -32,7 +43,10 @@ KUBELET_PORT="${BERTH_K8S_KUBELET_PORT:-20250}"
 KUBELET_HEALTHZ_PORT="${BERTH_K8S_KUBELET_HEALTHZ_PORT:-20248}"
 REGISTRY_PORT="${BERTH_K8S_REGISTRY_PORT:-5000}"
 HOST_PORT="${BERTH_K8S_HOST_PORT:-12080}"
-REGISTRY="localhost:$REGISTRY_PORT"
+REGISTRY="${BERTH_K8S_REGISTRY:-localhost:$REGISTRY_PORT}"
+CGROUP_DRIVER="${BERTH_K8S_CGROUP_DRIVER:-cgroupfs}"
+START_TIMEOUT="${BERTH_K8S_START_TIMEOUT:-120}"
+NODE_IP="${BERTH_K8S_NODE_IP:-}"
 # The API server dials kubelet by the node's Hostname address, so the node
 # is named after a host name that resolves to loopback.
 NODE=localhost
@@ -44,6 +58,8 @@ CNI_SUBNET=10.90.0.0/24
 source "$repo/scripts/lib/process.sh"
 # shellcheck source=../lib/cni.sh
 source "$repo/scripts/lib/cni.sh"
+# shellcheck source=../lib/berthd-config.sh
+source "$repo/scripts/lib/berthd-config.sh"
 # shellcheck source=lib/host.sh
 source "$K8S_LIB/host.sh"
 # shellcheck source=lib/cluster.sh
@@ -62,8 +78,9 @@ if ! flock -n 9; then
   flock 9
 fi
 
-for var in ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KUBELET_PORT KUBELET_HEALTHZ_PORT \
-  REGISTRY_PORT HOST_PORT; do
+ports=(ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KUBELET_PORT KUBELET_HEALTHZ_PORT HOST_PORT)
+[[ -n "${BERTH_K8S_REGISTRY:-}" ]] || ports+=(REGISTRY_PORT)
+for var in "${ports[@]}"; do
   if ss -Hltn "sport = :${!var}" | grep -q .; then
     log "port ${!var} is in use; move it with BERTH_K8S_$var"
     exit 1
@@ -80,7 +97,8 @@ cleanup() {
   local status=$?
   set +e
   stop_cluster
-  bash "$repo/scripts/registry.sh" stop "$WORK/registry" >/dev/null 2>&1
+  [[ -n "${BERTH_K8S_REGISTRY:-}" ]] ||
+    bash "$repo/scripts/registry.sh" stop "$WORK/registry" >/dev/null 2>&1
   unmount_tree "$WORK/kubelet"
   unmount_tree "$WORK/berth-state"
   unmount_tree "$WORK/berth-root"
@@ -122,16 +140,20 @@ kubectl() { "${KUBECTL[@]}" "$@"; }
 
 start=$SECONDS
 log "work dir $WORK; binaries from $K8S_BIN"
-log "starting the local registry on $REGISTRY and pushing the stand-in images"
-BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
-  bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
-  cat "$WORK/logs/registry-start.log" >&2
-  exit 1
-}
-bash "$repo/scripts/images/build.sh" "$REGISTRY" >"$WORK/logs/images.log" 2>&1 || {
-  tail -n 30 "$WORK/logs/images.log" >&2
-  exit 1
-}
+if [[ -n "${BERTH_K8S_REGISTRY:-}" ]]; then
+  log "test images from the registry on $REGISTRY"
+else
+  log "starting the local registry on $REGISTRY and pushing the stand-in images"
+  BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
+    bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
+    cat "$WORK/logs/registry-start.log" >&2
+    exit 1
+  }
+  bash "$repo/scripts/images/build.sh" "$REGISTRY" >"$WORK/logs/images.log" 2>&1 || {
+    tail -n 30 "$WORK/logs/images.log" >&2
+    exit 1
+  }
+fi
 make_credentials
 log "starting etcd, kube-apiserver, berthd and kubelet"
 start_etcd
@@ -152,5 +174,10 @@ for entry in "${SCENARIOS[@]}"; do
 done
 
 echo "k8s-e2e: $PASSED passed, $FAILED failed"
+if ((FAILED)); then
+  log "berthd's last warnings and errors, and kubelet's last errors:"
+  grep -E ' (WARN|ERROR) ' "$WORK/logs/berthd.log" | tail -n 15 | cut -c1-400 >&2 || true
+  grep -E '^E[0-9]{4} ' "$WORK/logs/kubelet.log" | tail -n 15 | cut -c1-400 >&2 || true
+fi
 log "stage took $((SECONDS - start)) s"
 ((FAILED == 0))

@@ -10,8 +10,11 @@
 #   DIR/images/refs.txt  those refs, one a line
 #   DIR/load-images.sh   run in the guest: starts its registry on
 #                        127.0.0.1:5000 and pushes every ref into it
+#   DIR/k8s/             with --k8s K8S_BIN: the Kubernetes binaries
+#                        scripts/k8s/install.sh installed there, with its
+#                        version stamp (the guest's install.sh finds them)
 #
-#   scripts/vm/share.sh DIR [--profile debug|release] [--no-images]
+#   scripts/vm/share.sh DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN]
 #
 # Images are copied with skopeo from a registry on the host: the one at
 # BERTH_VM_IMAGES_FROM (host:port) when set, e.g. while the critest stage's
@@ -34,7 +37,7 @@ die() {
   exit 1
 }
 usage() {
-  echo "usage: $0 DIR [--profile debug|release] [--no-images]" >&2
+  echo "usage: $0 DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN]" >&2
   exit 2
 }
 
@@ -43,6 +46,7 @@ dir="$1"
 shift
 profile=release
 images=1
+k8s_bin=""
 while (($#)); do
   case "$1" in
   --profile)
@@ -53,6 +57,10 @@ while (($#)); do
     images=0
     shift
     ;;
+  --k8s)
+    k8s_bin="${2:-}"
+    shift 2 || usage
+    ;;
   *) usage ;;
   esac
 done
@@ -61,7 +69,7 @@ done
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 [[ "$dir/" != "$repo/"* ]] || die "DIR must be outside the repository ($repo)"
-rm -rf "$dir/bin" "$dir/images" "$dir/load-images.sh"
+rm -rf "$dir/bin" "$dir/images" "$dir/load-images.sh" "$dir/k8s"
 mkdir -p "$dir/bin"
 
 # ---------------------------------------------------------------- binaries
@@ -83,6 +91,16 @@ for tool in crictl critest; do
   cp "$tools_bin/$tool" "$dir/bin/"
 done
 log "binaries ($profile): $(cd "$dir/bin" && echo *)"
+
+if [[ -n "$k8s_bin" ]]; then
+  [[ -f "$k8s_bin/.version" ]] || die "no Kubernetes binaries in $k8s_bin (scripts/k8s/install.sh)"
+  mkdir -p "$dir/k8s"
+  # Hard links when on one file system: 300 MB copied on every run otherwise.
+  for f in "$k8s_bin"/* "$k8s_bin/.version"; do
+    cp -l "$f" "$dir/k8s/" 2>/dev/null || cp "$f" "$dir/k8s/"
+  done
+  log "Kubernetes binaries: $(cat "$dir/k8s/.version")"
+fi
 
 install -m 0755 "$here/load-images.sh" "$dir/load-images.sh"
 [[ "$images" == 1 ]] || exit 0

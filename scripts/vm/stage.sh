@@ -9,14 +9,21 @@
 #      (/proc/self/cgroup is 0::/), read their memory.max, have crictl stats
 #      rows, and are gone with their pod;
 #   2. critest v1.36.0 against berthd there, compared on the host with
-#      tests/critest-expected-failures-guest.txt.
+#      tests/critest-expected-failures-guest.txt;
+#   3. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
+#      kube-apiserver and kubelet v1.36.4 with cgroupDriver unset, which must
+#      take systemd from berth, and its scenarios, among them a static pod
+#      with limits (scopes in the pod's slice, gone with the pod) and
+#      kubectl debug --target.
 #
 #   scripts/vm/stage.sh [--full]
 #
 # Under emulation (no KVM here) every process start is 10-50 times slower,
-# so by default critest runs the focused subset BERTH_VM_CRITEST_FOCUS
-# (default below); --full (or BERTH_VM_CRITEST_FOCUS=all) runs the whole
-# suite. Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR).
+# so by default critest runs the focused subset BERTH_VM_CRITEST_FOCUS and
+# the Kubernetes stage the scenarios BERTH_VM_K8S_FOCUS (defaults below);
+# --full runs all of both. "all" runs all of one, "none" leaves it out.
+# Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR) and the
+# Kubernetes binaries (scripts/k8s/install.sh, built when missing).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
@@ -25,7 +32,13 @@ cd "$repo"
 # resources, stats, namespaces and exec, which all go through the driver.
 default_focus='PodSandbox|Container runtime should support (basic operations|removing|execSync|listing)|should support (container|pod) stats|NamespaceOption|update container resources|UpdateContainerResources'
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
-[[ "${1:-}" == --full ]] && focus=all
+# The node, the static pod the real-node checks need, and debug --target
+# (all of it: the fix it proves is in how containers join a namespace).
+k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target)}"
+if [[ "${1:-}" == --full ]]; then
+  focus=all
+  k8s_focus=all
+fi
 
 log() { echo "vm-stage: $*" >&2; }
 
@@ -33,11 +46,16 @@ share="$(mktemp -d /tmp/berth-vm-share.XXXXXX)"
 cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
+k8s_args=()
+if [[ "$k8s_focus" != none ]]; then
+  log "the Kubernetes binaries (built when missing)"
+  k8s_args=(--k8s "$(nice -n 10 bash scripts/k8s/install.sh)")
+fi
 log "staging binaries, tools and test images"
-bash scripts/vm/share.sh "$share" --profile debug
+bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
 # The in-guest scripts use the repository's script library.
 mkdir -p "$share/scripts"
-cp -r scripts/lib scripts/vm "$share/scripts/"
+cp -r scripts/lib scripts/vm scripts/k8s "$share/scripts/"
 
 # shellcheck source=lib.sh
 source scripts/vm/lib.sh
@@ -51,19 +69,38 @@ status=0
 log "node checks"
 vm_run bash /mnt/share/scripts/vm/in-guest/node-checks.sh /root/node /mnt/share/bin || status=1
 
-log "critest in the guest (${focus:0:60}...)"
-focus_env=""
-[[ "$focus" != all ]] && focus_env="CRITEST_FOCUS='$focus'"
-out="$(vm_out_dir)"
-vm_sh "$focus_env bash /mnt/share/scripts/vm/in-guest/critest.sh /root/critest /mnt/share/bin \"\$BERTH_VM_OUT/critest-report.json\"" || true
-if [[ -s "$out/critest-report.json" ]]; then
-  partial=()
-  [[ "$focus" != all ]] && partial=(--partial)
-  python3 scripts/critest_results.py "$out/critest-report.json" \
-    tests/critest-expected-failures-guest.txt "${partial[@]}" || status=1
-else
-  log "critest wrote no report"
-  status=1
+if [[ "$focus" != none ]]; then
+  log "critest in the guest (${focus:0:60}...)"
+  focus_env=""
+  [[ "$focus" != all ]] && focus_env="CRITEST_FOCUS='$focus'"
+  out="$(vm_out_dir)"
+  vm_sh "$focus_env bash /mnt/share/scripts/vm/in-guest/critest.sh /root/critest /mnt/share/bin \"\$BERTH_VM_OUT/critest-report.json\"" || true
+  if [[ -s "$out/critest-report.json" ]]; then
+    partial=()
+    [[ "$focus" != all ]] && partial=(--partial)
+    python3 scripts/critest_results.py "$out/critest-report.json" \
+      tests/critest-expected-failures-guest.txt "${partial[@]}" || status=1
+  else
+    log "critest wrote no report"
+    status=1
+  fi
+fi
+
+if [[ "$k8s_focus" != none ]]; then
+  log "Kubernetes in the guest (${k8s_focus:0:60})"
+  k8s_focus_env=""
+  [[ "$k8s_focus" != all ]] && k8s_focus_env="BERTH_K8S_FOCUS='$k8s_focus'"
+  # The guest's registry (load-images.sh) holds the test images; berthd's
+  # "auto" must resolve to systemd, and kubelet take it from berth. Every
+  # start is slower under emulation: the stage's start-up waits are longer.
+  # The guest has no network card, so no default route for kubelet to find
+  # the node's address by: a dummy interface holds one (TEST-NET-1).
+  vm_sh "ip link add berth-node0 type dummy && ip addr add 192.0.2.10/32 dev berth-node0 &&
+    ip link set berth-node0 up &&
+    PATH=/mnt/share/bin:\$PATH BERTH_K8S_BIN=/mnt/share/k8s BERTH_K8S_REGISTRY=127.0.0.1:5000 \
+    BERTH_K8S_CGROUP_DRIVER=auto BERTH_K8S_EXPECT_DRIVER=systemd BERTH_K8S_START_TIMEOUT=600 \
+    BERTH_K8S_NODE_IP=192.0.2.10 $k8s_focus_env bash /mnt/share/scripts/k8s/e2e.sh /mnt/share/bin/berthd" ||
+    status=1
 fi
 vm_stop
 log "done in $((SECONDS - start)) s"

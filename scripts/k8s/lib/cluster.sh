@@ -91,7 +91,7 @@ start_etcd() {
     --log-level warn >"$WORK/logs/etcd.log" 2>&1 &
   started $! etcd
   local pid=$!
-  wait_until 30 "$K8S_BIN/etcdctl" --endpoints "$url" endpoint health || {
+  wait_until "$START_TIMEOUT" "$K8S_BIN/etcdctl" --endpoints "$url" endpoint health || {
     alive "$pid" etcd "$WORK/logs/etcd.log"
     log "etcd did not become healthy"
     return 1
@@ -120,9 +120,9 @@ start_apiserver() {
     --v 1 >"$WORK/logs/kube-apiserver.log" 2>&1 &
   started $! kube-apiserver
   local pid=$!
-  wait_until 120 kubectl get --raw /readyz || {
+  wait_until "$START_TIMEOUT" kubectl get --raw /readyz || {
     alive "$pid" kube-apiserver "$WORK/logs/kube-apiserver.log"
-    log "kube-apiserver not ready within 120 s"
+    log "kube-apiserver not ready within $START_TIMEOUT s"
     return 1
   }
   # No controller-manager creates the namespace's default service account;
@@ -140,23 +140,14 @@ start_berthd() {
   mkdir -p "$WORK/net.d"
   write_bridge_network "$WORK/net.d/10-berth-k8s.conflist" berth-k8s "$CNI_BRIDGE" \
     "$CNI_SUBNET" "$WORK/cni-ipam"
-  {
-    echo 'cgroup_driver = "cgroupfs"'
-    echo '[cni]'
-    echo "conf_dir = \"$WORK/net.d\""
-    echo '[stream]'
-    echo 'address = "127.0.0.1"'
-    for host in registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io; do
-      echo "[registry.mirrors.\"$host\"]"
-      echo "endpoints = [\"http://$REGISTRY\"]"
-    done
-  } >"$WORK/berthd.toml"
+  write_berthd_config "$WORK/berthd.toml" "$CGROUP_DRIVER" "$WORK/net.d" "$REGISTRY" \
+    '[stream]\naddress = "127.0.0.1"'
   "$BERTHD" --config "$WORK/berthd.toml" --listen "$WORK/berth.sock" \
     --root "$WORK/berth-root" --state "$WORK/berth-state" --log-level debug \
     >"$WORK/logs/berthd.log" 2>&1 &
   started $! berthd
   local pid=$!
-  wait_until 20 test -S "$WORK/berth.sock" || {
+  wait_until "$START_TIMEOUT" test -S "$WORK/berth.sock" || {
     alive "$pid" berthd "$WORK/logs/berthd.log"
     log "berthd did not create $WORK/berth.sock"
     return 1
@@ -186,6 +177,7 @@ authorization: {mode: Webhook}
 featureGates:
   PodAndContainerStatsFromCRI: true
 podLogsDir: $WORK/pod-logs
+staticPodPath: $WORK/manifests
 volumePluginDir: $WORK/volume-plugins
 resolvConf: /etc/resolv.conf
 # A shared, loaded machine: evict nothing unless it is really out of room.
@@ -203,7 +195,7 @@ start_kubelet() {
   write_kubelet_config
   # kubelet's volumes must reach berthd: the root dir is a shared mount
   # before kubelet gets its own mount namespace (see kubelet-ns.sh).
-  mkdir -p "$WORK/kubelet" "$WORK/pod-logs"
+  mkdir -p "$WORK/kubelet" "$WORK/pod-logs" "$WORK/manifests"
   mount --bind "$WORK/kubelet" "$WORK/kubelet"
   mount --make-rshared "$WORK/kubelet"
   # The mount point kubelet-ns.sh covers; removed at the end if made here.
@@ -216,15 +208,20 @@ start_kubelet() {
     "$K8S_BIN/kubelet" --config "$WORK/kubelet.yaml" \
     --kubeconfig "$WORK/kubelet.kubeconfig" --root-dir "$WORK/kubelet" \
     --cert-dir "$WORK/kubelet/pki" \
-    --hostname-override "$NODE" --v 2 >"$WORK/logs/kubelet.log" 2>&1 &
+    --hostname-override "$NODE" ${NODE_IP:+--node-ip "$NODE_IP"} \
+    --v 2 >"$WORK/logs/kubelet.log" 2>&1 &
   started $! kubelet
   local pid=$!
-  wait_until 120 node_ready || {
+  wait_until "$START_TIMEOUT" node_ready || {
     alive "$pid" kubelet "$WORK/logs/kubelet.log"
-    log "node $NODE not Ready within 120 s; kubelet log tail:"
+    log "node $NODE not Ready within $START_TIMEOUT s; kubelet log tail:"
     tail -n 30 "$WORK/logs/kubelet.log" >&2
     return 1
   }
+  # What kubelet took from berth's RuntimeConfig (its config names none).
+  KUBELET_CGROUP_DRIVER="$(sed -n 's/.*received from the CRI runtime.*cgroupDriver="\([a-z]*\)".*/\1/p' \
+    "$WORK/logs/kubelet.log" | head -n 1)"
+  log "kubelet's cgroup driver, from the CRI runtime: ${KUBELET_CGROUP_DRIVER:-none}"
 }
 
 node_ready() {

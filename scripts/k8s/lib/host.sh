@@ -4,8 +4,9 @@
 # bridge. Sourced by
 # scripts/k8s/e2e.sh; every function acts only on what the stage made.
 
-# Cgroups kubelet makes (cgroupfs driver, cgroupRoot "/"): kubepods and its
-# QoS, pod and container children, in every hierarchy.
+# Cgroups kubelet makes (cgroupRoot "/"): kubepods and its QoS, pod and
+# container children, in every hierarchy; kubepods.slice and its slices
+# under the systemd driver.
 kubepods_cgroups() {
   compgen -G '/sys/fs/cgroup/*/kubepods*' || true
   compgen -G '/sys/fs/cgroup/kubepods*' || true
@@ -48,6 +49,11 @@ host_snapshot() {
 # cannot be removed and is reported.
 remove_kubepods_cgroups() {
   local top dir status=0
+  # Under the systemd driver they are units: stopping the top slice stops
+  # every slice and scope in it, and systemd removes their cgroups.
+  if [[ -d /run/systemd/system ]] && systemctl -q is-active kubepods.slice 2>/dev/null; then
+    systemctl stop kubepods.slice || status=1
+  fi
   for top in $(kubepods_cgroups); do
     [[ -d "$top" ]] || continue # cpu and cpuacct may be one hierarchy
     while IFS= read -r dir; do

@@ -36,6 +36,8 @@ scenario() {
     [[ -s "$SCENARIO_REASON" ]] && reason="$(head -c 600 "$SCENARIO_REASON" | tr '\n' ' ' | sed 's/ *$//')"
     echo "FAIL $name: $reason"
     FAILED=$((FAILED + 1))
+    # The run's output is often all there is (CI, the guest): its tail too.
+    sed "s/^/  $name| /" "$dir/$name.log" | tail -n 12 >&2
   fi
   log "$name took $((SECONDS - start)) s (log: $dir/$name.log)"
 }

@@ -10,8 +10,12 @@ scn_node_ready() {
   kubectl get node "$NODE" -o wide | tee /dev/stderr | grep -q " berth://" ||
     fail "kubectl get node -o wide does not show the berth:// runtime"
   # cgroupDriver is not in kubelet's config: kubelet must take it from berth.
-  grep -q 'Using cgroup driver setting received from the CRI runtime' "$WORK/logs/kubelet.log" ||
+  [[ -n "$KUBELET_CGROUP_DRIVER" ]] ||
     fail "kubelet did not take its cgroup driver from the CRI runtime"
+  # berthd's "auto" resolves to what the host runs on: the caller says which.
+  local want="${BERTH_K8S_EXPECT_DRIVER:-$CGROUP_DRIVER}"
+  [[ "$want" == auto || "$KUBELET_CGROUP_DRIVER" == "$want" ]] ||
+    fail "kubelet took cgroup driver '$KUBELET_CGROUP_DRIVER' from the CRI runtime, want '$want'"
 }
 
 # web: nginx with HTTP readiness and TCP liveness probes, and a busybox

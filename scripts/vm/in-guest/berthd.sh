@@ -12,6 +12,8 @@ repo_scripts="$(cd "$here/../.." && pwd)"
 source "$repo_scripts/lib/process.sh"
 # shellcheck source=../../lib/cni.sh
 source "$repo_scripts/lib/cni.sh"
+# shellcheck source=../../lib/berthd-config.sh
+source "$repo_scripts/lib/berthd-config.sh"
 
 cmd="${1:?usage: berthd.sh start|stop WORK_DIR [BIN_DIR]}"
 work="${2:?WORK_DIR}"
@@ -24,15 +26,7 @@ start)
   mkdir -p "$work/net.d"
   write_bridge_network "$work/net.d/10-berth.conflist" berth-guest berth-g0 \
     10.90.0.0/16 "$work/cni-ipam"
-  {
-    echo 'cgroup_driver = "auto"'
-    echo '[cni]'
-    echo "conf_dir = \"$work/net.d\""
-    for host in registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io; do
-      echo "[registry.mirrors.\"$host\"]"
-      echo 'endpoints = ["http://127.0.0.1:5000"]'
-    done
-  } >"$work/runtime-config.toml"
+  write_berthd_config "$work/runtime-config.toml" auto "$work/net.d" 127.0.0.1:5000
   "$bin/berthd" --config "$work/runtime-config.toml" --listen "$sock" \
     --root "$work/root" --state "$work/state" --log-level "${BERTH_GUEST_LOG:-info}" \
     >"$work/berthd.log" 2>&1 &

@@ -35,10 +35,10 @@ check "cgroup driver from RuntimeConfig is systemd" SYSTEMD \
   "$(cri runtime-config 2>/dev/null | awk -F: '/cgroup driver/ {gsub(/ /, "", $2); print $2}')"
 cri pull "$image" >/dev/null || fail "pull $image" "see berthd.log"
 
-# pod NAME PARENT: a pod under PARENT with one limited container; prints
-# "POD_ID CONTAINER_ID".
+# pod NAME PARENT [SCRIPT]: a pod under PARENT with one limited container
+# running SCRIPT (default: a sleep); prints "POD_ID CONTAINER_ID".
 pod() {
-  local name="$1" parent="$2" pod_id ctr_id
+  local name="$1" parent="$2" script="${3:-sleep 3600}" pod_id ctr_id
   cat >"$work/$name-pod.json" <<JSON
 {"metadata": {"name": "$name", "namespace": "default", "uid": "$name-uid", "attempt": 0},
  "log_directory": "$work/logs/$name",
@@ -47,7 +47,7 @@ JSON
   cat >"$work/$name-ctr.json" <<JSON
 {"metadata": {"name": "app"},
  "image": {"image": "$image"},
- "command": ["sh", "-c", "sleep 3600"],
+ "command": ["sh", "-c", "$script"],
  "log_path": "app.log",
  "linux": {"resources": {"memory_limit_in_bytes": $limit, "cpu_quota": 50000,
                          "cpu_period": 100000, "cpu_shares": 512}}}
@@ -61,9 +61,11 @@ JSON
 # The unit's cgroup path, as systemd reports it.
 unit_cgroup() { systemctl show -P ControlGroup "$1" 2>/dev/null; }
 
-# A pod as kubelet sends it (its slice leaf name), and one with an empty
-# parent, as critest and crictl send (system.slice).
-for spec in "kubelet:kubepods-burstable-podsmoke.slice:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podsmoke.slice" \
+# A pod as kubelet sends it (the slice's expanded path, its
+# CgroupName.ToSystemd), one under a slice name as crictl users write it,
+# and one with an empty parent, as critest sends (system.slice).
+for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podsmoke.slice:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podsmoke.slice" \
+  "named:kubepods-besteffort-podnamed.slice:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podnamed.slice" \
   "default::/system.slice"; do
   IFS=: read -r name parent slice_path <<<"$spec"
   if ! ids="$(pod "$name" "$parent")"; then
@@ -90,11 +92,43 @@ for spec in "kubelet:kubepods-burstable-podsmoke.slice:/kubepods.slice/kubepods-
     "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | .attributes.id')"
   check "$name: stats report memory" true \
     "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | (.memory.workingSetBytes.value // 0 | tonumber) > 0')"
+  # systemd rewrites a unit's cgroup from its properties on every
+  # daemon-reload: limits written only to the files would be lost.
+  systemctl daemon-reload
+  check "$name: memory.max survives daemon-reload" "$limit" "$(cat "$dir/memory.max" 2>&1)"
+  check "$name: cpu.max survives daemon-reload" "50000 100000" "$(cat "$dir/cpu.max" 2>&1)"
+  if cri update --memory "$((2 * limit))" --cpu-quota 80000 --cpu-period 100000 "$ctr_id" >/dev/null; then
+    check "$name: update sets memory.max" "$((2 * limit))" "$(cat "$dir/memory.max" 2>&1)"
+    check "$name: update sets cpu.max" "80000 100000" "$(cat "$dir/cpu.max" 2>&1)"
+    systemctl daemon-reload
+    check "$name: updated memory.max survives daemon-reload" "$((2 * limit))" "$(cat "$dir/memory.max" 2>&1)"
+    check "$name: updated cpu.max survives daemon-reload" "80000 100000" "$(cat "$dir/cpu.max" 2>&1)"
+  else
+    fail "$name: crictl update" "$(tail -n 5 "$work/berthd.log")"
+  fi
   cri stopp "$pod_id" >/dev/null && cri rmp "$pod_id" >/dev/null ||
     fail "$name: pod removed" "$(tail -n 5 "$work/berthd.log")"
   check "$name: $scope is gone with the pod" "" "$(systemctl list-units --all --plain --no-legend "$scope" 2>/dev/null)"
   [[ -d "$dir" ]] && fail "$name: cgroup dir removed" "$dir remains" || pass "$name: cgroup dir removed"
 done
+# A container that outgrows its memory limit: the kernel's OOM killer ends
+# it, and berth reports it as kubelet expects (reason OOMKilled, from the
+# scope's memory.events).
+# The container's init holds 200 MB in a shell variable, past its 64 MiB.
+if ids="$(pod oom "" 'x=$(yes | head -c 200000000); sleep 3600')"; then
+  read -r pod_id ctr_id <<<"$ids"
+  state=""
+  for _ in $(seq 120); do
+    state="$(cri inspect "$ctr_id" 2>/dev/null | jq -r '"\(.status.state) \(.status.reason)"')"
+    [[ "$state" == CONTAINER_EXITED* ]] && break
+    sleep 0.5
+  done
+  check "oom: the container is OOM-killed and says so" "CONTAINER_EXITED OOMKilled" "$state"
+  cri stopp "$pod_id" >/dev/null && cri rmp "$pod_id" >/dev/null || fail "oom: pod removed" "$(tail -n 5 "$work/berthd.log")"
+else
+  fail "oom pod runs a container" "$(tail -n 5 "$work/berthd.log")"
+fi
+
 # berth started the kubelet-style slices itself (no kubelet here), so it
 # must have stopped them once empty.
 check "pod slices berth started are gone" "" \
