@@ -17,10 +17,10 @@ use crate::bundle::{BundleError, BundleInfo};
 use crate::cli::Args;
 use crate::console::ConsoleSocket;
 use crate::crilog::Stream;
-use crate::files::{write_atomic, ShimFiles};
 use crate::logfile::LogFile;
 use crate::output::OutputPipe;
 use crate::runtime::{ContainerRef, InitStdio};
+use berth_shim_api::files::{write_atomic, ShimFiles};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {

@@ -9,8 +9,8 @@ mod netns;
 
 use std::sync::Arc;
 
-use berth_shim::files::ShimFiles;
-use berth_shim::protocol::Status as ShimStatus;
+use berth_shim_api::files::ShimFiles;
+use berth_shim_api::protocol::ShimStatus;
 use berth_stream::{AttachSpec, ExecSpec, SessionError, SessionStreams, StreamRuntime};
 use cri_api::v1::NamespaceMode;
 use tokio::net::TcpStream;

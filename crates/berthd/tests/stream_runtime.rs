@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_shim::protocol::{Request, SignalArg, Status as ShimStatus};
+use berth_shim_api::protocol::{Request, ShimStatus, SignalArg};
 use berth_stream::{
     AttachSpec, ExecSpec, SessionError, SessionStreams, StreamRuntime, TerminalSize,
 };
@@ -260,7 +260,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         for r in &self.made {
             let socket = r.shim_dir.join("shim.sock");
-            let _ = berth_shim::client::call(
+            let _ = berth_shim_api::client::call(
                 &socket,
                 &Request::Kill {
                     signal: SignalArg::Number(9),
@@ -268,7 +268,7 @@ impl Drop for Runtime {
                 },
                 Some(T),
             );
-            let _ = berth_shim::client::call(&socket, &Request::Shutdown, Some(T));
+            let _ = berth_shim_api::client::call(&socket, &Request::Shutdown, Some(T));
         }
         // the shared parent, in every v1 hierarchy, once no test uses it
         if let Ok(hierarchies) = fs::read_dir("/sys/fs/cgroup") {

@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_image::store::ImageStore;
-use berth_shim::protocol::{
-    ExecRequest, Request, Response, SignalArg, StateInfo, Status as ShimStatus,
-};
+use berth_shim_api::protocol::{ExecRequest, Request, Response, ShimStatus, SignalArg, StateInfo};
 use berth_spec::{
     CgroupFeatures, ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces,
 };
@@ -466,7 +464,7 @@ impl ContainerManager {
         id: &str,
         args: Vec<String>,
         timeout: i64,
-    ) -> Result<berth_shim::protocol::ExecResult, Status> {
+    ) -> Result<berth_shim_api::protocol::ExecResult, Status> {
         let record = self.get(id).await?;
         if args.is_empty() {
             return Err(Status::invalid_argument("cmd must not be empty"));

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use berth_shim::files::ShimFiles;
-use berth_shim::protocol::{ExitRecord, Ready, Request, Response, StateInfo, Status as ShimStatus};
+use berth_shim_api::files::ShimFiles;
+use berth_shim_api::protocol::{ExitRecord, Ready, Request, Response, ShimStatus, StateInfo};
 use tokio::io::AsyncReadExt;
 use tonic::Status;
 
@@ -131,7 +131,7 @@ pub async fn call(
 ) -> Result<Response, std::io::Error> {
     let socket = ShimFiles::new(dir.to_path_buf()).socket();
     tokio::task::spawn_blocking(move || {
-        berth_shim::client::call(&socket, &request, Some(CALL_TIMEOUT + extra))
+        berth_shim_api::client::call(&socket, &request, Some(CALL_TIMEOUT + extra))
     })
     .await
     .map_err(std::io::Error::other)?

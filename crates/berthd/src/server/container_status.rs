@@ -1,6 +1,6 @@
 //! `ContainerStatus`, `ListContainers` and `StreamContainers`.
 
-use berth_shim::protocol::{StateInfo, Status as ShimStatus};
+use berth_shim_api::protocol::{ShimStatus, StateInfo};
 use cri_api::v1::{
     Container, ContainerFilter, ContainerResources, ContainerState, ContainerStatus,
     ContainerStatusRequest, ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser,

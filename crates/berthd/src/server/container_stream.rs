@@ -2,7 +2,7 @@
 //! single-use URL on the streaming server, where the client's session runs
 //! (through `crate::stream_runtime::ContainerStreams`).
 
-use berth_shim::protocol::Status as ShimStatus;
+use berth_shim_api::protocol::ShimStatus;
 use berth_stream::{AttachSpec, ExecSpec, TokenError};
 use cri_api::v1::{
     AttachRequest, AttachResponse, ExecRequest, ExecResponse, PortForwardRequest,

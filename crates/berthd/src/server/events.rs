@@ -2,7 +2,7 @@
 //! carries the pod sandbox status and the statuses of every container of
 //! the pod, which is what kubelet's evented PLEG rebuilds a pod from.
 
-use berth_shim::protocol::Status as ShimStatus;
+use berth_shim_api::protocol::ShimStatus;
 use cri_api::v1::{
     ContainerEventResponse, ContainerEventType, ContainerStatus, PodSandboxState, PodSandboxStatus,
 };

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use berth_shim::files::ShimFiles;
-use berth_shim::protocol::Status as ShimStatus;
+use berth_shim_api::files::ShimFiles;
+use berth_shim_api::protocol::ShimStatus;
 
 use super::CriService;
 use crate::metrics::{Sampler, Snapshot};
