@@ -299,7 +299,10 @@ pub async fn run(
         tokio::spawn(crate::metrics::serve(
             listener,
             metrics.clone(),
-            service.metrics_sampler(),
+            crate::metrics_sampler::sampler(
+                service.context().sandboxes.clone(),
+                service.context().containers.clone(),
+            ),
         ));
     }
     let serve = tonic::transport::Server::builder()

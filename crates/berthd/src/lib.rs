@@ -16,6 +16,7 @@ pub mod layout;
 pub mod listener;
 pub mod logging;
 pub mod metrics;
+pub mod metrics_sampler;
 pub mod net_stats;
 pub mod root_lock;
 pub mod sandbox;
