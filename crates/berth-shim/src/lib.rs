@@ -54,9 +54,11 @@ pub fn run(args: &Args) -> i32 {
     init_tracing();
     let shim_pid = std::process::id() as i32;
     tracing::info!(id = %cfg.container.id, shim_pid, "berth-shim starting");
-    if let Err(e) =
-        berth_shim_api::files::write_atomic(&cfg.files.shim_pid(), shim_pid.to_string().as_bytes())
-    {
+    if let Err(e) = berth_atomic_file::write_atomic(
+        &cfg.files.shim_pid(),
+        shim_pid.to_string().as_bytes(),
+        0o644,
+    ) {
         tracing::warn!(%e, "cannot write shim.pid");
     }
     match start(cfg) {

@@ -11,6 +11,7 @@ pub mod cpu_rate;
 pub mod daemon;
 pub mod disk_usage;
 pub mod events;
+pub mod ids;
 pub mod instrument;
 pub mod layout;
 pub mod listener;

@@ -167,7 +167,7 @@ impl<R: Record> RecordStore<R> {
         };
         let bytes =
             serde_json::to_string_pretty(record).map_err(|err| state_error(err.to_string()))?;
-        berth_network::dns::write_atomic(&path, &bytes, 0o600)
+        berth_atomic_file::write_atomic(&path, bytes.as_bytes(), 0o600)
             .map_err(|err| state_error(err.to_string()))
     }
 }

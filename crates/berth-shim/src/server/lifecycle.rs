@@ -8,7 +8,7 @@ use crate::daemon::FINAL_FLUSH;
 use crate::output::OutputPipe;
 use crate::reaper::reap_all;
 use crate::{runtime, timestamp};
-use berth_shim_api::files::write_json_atomic;
+use berth_atomic_file::write_json_atomic;
 use berth_shim_api::protocol::{ErrorCode, ExitRecord, Response};
 
 impl Server {
@@ -74,7 +74,7 @@ impl Server {
             exited_at: ex.at.clone(),
             oom_killed,
         };
-        if let Err(err) = write_json_atomic(&self.cfg.files.exit(), &record) {
+        if let Err(err) = write_json_atomic(&self.cfg.files.exit(), &record, 0o644) {
             tracing::error!(%err, "cannot write the exit file");
         }
         tracing::info!(?record, "container stopped");

@@ -27,8 +27,9 @@ use self::rootfs::RootfsPaths;
 use self::shim::ShimLaunch;
 use self::store::{ContainerRecord, ContainerStore};
 use crate::clock::now_nanos;
+use crate::ids::new_id;
 use crate::sandbox::store::SandboxRecord;
-use crate::sandbox::{internal, new_id, SandboxManager};
+use crate::sandbox::{internal, SandboxManager};
 
 /// Everything containers need from the daemon.
 pub struct ContainerManager {
@@ -98,7 +99,7 @@ impl ContainerManager {
             Status::not_found(format!("image {image_name:?} not found: pull it first"))
         })?;
 
-        let id = new_id();
+        let id = new_id().map_err(|err| internal("generating a container id", &err))?;
         let name_key = format!(
             "{}_{}_{}_{}_{}",
             metadata.name,

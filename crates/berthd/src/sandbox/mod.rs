@@ -6,7 +6,6 @@ pub mod namespaces;
 pub mod process;
 pub mod store;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -92,7 +91,7 @@ impl SandboxManager {
                 "runtime_handler {runtime_handler:?} is not configured (runtime_handlers in the config)"
             )));
         }
-        let id = new_id();
+        let id = crate::ids::new_id().map_err(|err| internal("generating a sandbox id", &err))?;
         let name_key = format!(
             "{}_{}_{}_{}",
             metadata.name, metadata.namespace, metadata.uid, metadata.attempt
@@ -491,7 +490,7 @@ fn write_dns_files(
         ("hosts", dns::hosts_file(hostname, &parsed_ips)),
         ("resolv.conf", resolv),
     ] {
-        dns::write_atomic(&dir.join(name), &contents, 0o644)
+        berth_atomic_file::write_atomic(&dir.join(name), contents.as_bytes(), 0o644)
             .map_err(|err| internal(&format!("pod {name} file"), &err))?;
     }
     Ok(())
@@ -502,34 +501,9 @@ pub(crate) fn internal(what: &str, err: &dyn std::fmt::Display) -> Status {
     Status::internal(format!("{what}: {err}"))
 }
 
-/// A random 64-hex-digit id, like containerd's.
-pub fn new_id() -> String {
-    let mut bytes = [0u8; 32];
-    if let Ok(mut urandom) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = urandom.read_exact(&mut bytes);
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Label selector match: every selector pair must be among the labels.
-pub fn labels_match(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
-    selector
-        .iter()
-        .all(|(key, value)| labels.get(key) == Some(value))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_are_64_hex() {
-        let id = new_id();
-        assert_eq!(id.len(), 64);
-        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_ne!(id, new_id());
-    }
 
     #[test]
     fn hostname_falls_back_to_the_nodes() {
@@ -538,24 +512,5 @@ mod tests {
         assert_eq!(pod_hostname(&config), node);
         config.hostname = "web-0".into();
         assert_eq!(pod_hostname(&config), "web-0");
-    }
-
-    #[test]
-    fn selectors_need_every_pair() {
-        let labels: HashMap<_, _> =
-            [("a".to_string(), "1".to_string()), ("b".into(), "2".into())].into();
-        assert!(labels_match(&labels, &HashMap::new()));
-        assert!(labels_match(
-            &labels,
-            &[("a".to_string(), "1".to_string())].into()
-        ));
-        assert!(!labels_match(
-            &labels,
-            &[("a".to_string(), "2".to_string())].into()
-        ));
-        assert!(!labels_match(
-            &labels,
-            &[("c".to_string(), "1".to_string())].into()
-        ));
     }
 }

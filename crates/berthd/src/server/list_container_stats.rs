@@ -5,8 +5,8 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
+use super::filters::labels_match;
 use super::CriService;
-use crate::sandbox::labels_match;
 
 impl CriService {
     pub(super) async fn serve_list_container_stats(

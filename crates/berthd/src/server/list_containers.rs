@@ -4,8 +4,8 @@ use cri_api::v1::{Container, ContainerFilter, ListContainersRequest, ListContain
 use tonic::Status;
 
 use super::container_status::{cri_state, image_spec};
+use super::filters::labels_match;
 use super::CriService;
-use crate::sandbox::labels_match;
 
 impl CriService {
     pub(super) async fn serve_list_containers(

@@ -3,9 +3,9 @@
 use cri_api::v1::{ListPodSandboxRequest, ListPodSandboxResponse, PodSandbox, PodSandboxFilter};
 use tonic::Status;
 
+use super::filters::labels_match;
 use super::sandbox_status::cri_state;
 use super::CriService;
-use crate::sandbox::labels_match;
 
 impl CriService {
     pub(super) async fn serve_list_pod_sandbox(

@@ -18,6 +18,7 @@ mod container_stats;
 mod container_status;
 mod container_stop;
 mod exec_sync;
+mod filters;
 mod get_container_events;
 mod image_fs_info;
 mod image_pull;
@@ -65,14 +66,13 @@ use crate::container::ContainerManager;
 use crate::sandbox::SandboxManager;
 use tonic::Status;
 
-use crate::cgroup_driver::CgroupDriver;
 use crate::config::Config;
 
 /// What every handler may read: settled at start-up, never changed after.
 pub struct RuntimeContext {
     pub config: Config,
     /// Resolved once from `config.cgroup_driver` (KEP-4033).
-    pub cgroup_driver: CgroupDriver,
+    pub cgroup_driver: berth_cgroups::Driver,
     /// The image store and the puller that fills it.
     pub images: Arc<ImagePuller>,
     /// Pod sandboxes.
