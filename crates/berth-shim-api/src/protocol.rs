@@ -188,7 +188,7 @@ pub enum ErrorCode {
 /// Where the container's init is in its life, as the shim sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ShimStatus {
+pub enum RunState {
     Created,
     Running,
     Stopped,
@@ -197,7 +197,7 @@ pub enum ShimStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateInfo {
     pub id: String,
-    pub status: ShimStatus,
+    pub status: RunState,
     /// The init pid (in the host pid namespace); kept after it exited.
     pub pid: i32,
     pub created_at: String,
@@ -376,7 +376,7 @@ mod tests {
         );
         let state = Response::State(StateInfo {
             id: "c1".into(),
-            status: ShimStatus::Stopped,
+            status: RunState::Stopped,
             pid: 42,
             created_at: "t0".into(),
             started_at: Some("t1".into()),

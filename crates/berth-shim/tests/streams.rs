@@ -13,7 +13,7 @@ use std::time::Duration;
 use berth_shim_api::attach::{encode, Decoder, Frame};
 use berth_shim_api::client::{open_session, Session, SessionError};
 use berth_shim_api::protocol::{
-    ErrorCode, Request, Response, SessionFd, SessionRequest, ShimStatus, SignalArg,
+    ErrorCode, Request, Response, RunState, SessionFd, SessionRequest, SignalArg,
 };
 use berth_shim_api::pty::set_window_size;
 use support::{alive, wait_until, Options, TestContainer};
@@ -170,7 +170,7 @@ fn closing_the_session_kills_the_process() {
     wait_until(T, || !alive(pid));
 
     // the shim serves on, and the container still runs
-    assert_eq!(c.state().status, ShimStatus::Running);
+    assert_eq!(c.state().status, RunState::Running);
     let s = session(&c, &request(&["true"], false, false, false, false));
     assert_eq!(wait_exit(s), 0);
 }
@@ -281,7 +281,7 @@ fn two_attachers_share_output_and_detaching_keeps_the_container() {
     drop(a);
     b.send(Frame::Stdin(b"two\n".to_vec()));
     b.read_until(|x| x.stdout_text().contains("out:two\n"));
-    assert_eq!(c.state().status, ShimStatus::Running);
+    assert_eq!(c.state().status, RunState::Running);
 
     // a late attacher gets what comes after it joined
     let mut late = Attacher::connect(&c);

@@ -24,12 +24,12 @@ use crate::cgroup_driver::{self, RealHost};
 use crate::config::{Config, ConfigSource};
 use crate::container::store::ContainerStore;
 use crate::container::ContainerManager;
-use crate::instrument::RpcTraceLayer;
 use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
 use crate::root_lock::{RootLock, RootLockError};
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
+use crate::server::instrument::RpcTraceLayer;
 use crate::server::{CriService, RuntimeContext};
 use crate::stream_runtime::ContainerStreams;
 

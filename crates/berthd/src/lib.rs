@@ -12,7 +12,6 @@ pub mod daemon;
 pub mod disk_usage;
 pub mod events;
 pub mod ids;
-pub mod instrument;
 pub mod layout;
 pub mod listener;
 pub mod logging;

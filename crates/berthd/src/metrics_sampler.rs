@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use berth_shim_api::files::ShimFiles;
-use berth_shim_api::protocol::ShimStatus;
+use berth_shim_api::protocol::RunState;
 
 use crate::container::ContainerManager;
 use crate::metrics::{Sampler, Snapshot};
@@ -37,9 +37,9 @@ async fn snapshot(sandboxes: &SandboxManager, containers: &ContainerManager) -> 
         let record = handle.lock().await.clone();
         let state = match containers.state(&record).await {
             Some(info) => match info.status {
-                ShimStatus::Created => "created",
-                ShimStatus::Running => "running",
-                ShimStatus::Stopped => "exited",
+                RunState::Created => "created",
+                RunState::Running => "running",
+                RunState::Stopped => "exited",
             },
             None => "unknown",
         };

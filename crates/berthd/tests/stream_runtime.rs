@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_shim_api::protocol::{Request, ShimStatus, SignalArg};
+use berth_shim_api::protocol::{Request, RunState, SignalArg};
 use berth_stream::{
     AttachSpec, ExecSpec, SessionError, SessionStreams, StreamRuntime, TerminalSize,
 };
@@ -196,7 +196,7 @@ impl Runtime {
             name_key: id.clone(),
             sandbox_id: String::new(),
             created_at: 0,
-            config: ContainerRecord::encode_config(&config),
+            config: config.clone(),
             image_id: String::new(),
             image_ref: String::new(),
             log_path: Some(log),
@@ -223,7 +223,7 @@ impl Runtime {
         self.made.iter().find(|r| r.id == id).expect("made here")
     }
 
-    async fn status(&self, id: &str) -> ShimStatus {
+    async fn status(&self, id: &str) -> RunState {
         shim::state(&self.record(id).shim_dir)
             .await
             .expect("state")
@@ -423,7 +423,7 @@ async fn dropping_an_exec_kills_its_process() {
             wait_for(|| !is_alive(pid)).await;
         }
     }
-    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    assert_eq!(rt.status(&id).await, RunState::Running);
 }
 
 fn is_alive(pid: i32) -> bool {
@@ -547,7 +547,7 @@ async fn two_attachers_and_detach_keeps_the_container() {
         .await
         .expect("a detaches when its stdin ends")
         .expect("attach ok");
-    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    assert_eq!(rt.status(&id).await, RunState::Running);
     // a third attacher, dropped in mid-session, only detaches
     let (mut c_in, c_in_theirs) = pipe();
     let (c_out_theirs, _c_out) = pipe();
@@ -584,7 +584,7 @@ async fn two_attachers_and_detach_keeps_the_container() {
     }
     drop(c);
     drop(a);
-    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    assert_eq!(rt.status(&id).await, RunState::Running);
     let (stopped, b_done) =
         tokio::join!(rt.containers.stop(&id, 0), tokio::time::timeout(T, &mut b));
     stopped.expect("stop");
@@ -621,7 +621,7 @@ async fn stdin_once_attach_ends_with_its_stdin() {
     r.expect("attach ok");
     // the client saw the output that followed the end of its stdin
     assert_eq!(read_to_end(stdout).await, "x\ndone\n");
-    assert_eq!(rt.status(&id).await, ShimStatus::Stopped);
+    assert_eq!(rt.status(&id).await, RunState::Stopped);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -658,7 +658,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
         created_at: 0,
         state: SandboxState::Ready,
         runtime_handler: String::new(),
-        config: SandboxRecord::encode_config(&PodSandboxConfig {
+        config: PodSandboxConfig {
             linux: Some(LinuxPodSandboxConfig {
                 security_context: Some(LinuxSandboxSecurityContext {
                     namespace_options: Some(NamespaceOption {
@@ -670,7 +670,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
                 ..Default::default()
             }),
             ..Default::default()
-        }),
+        },
         dir: PathBuf::new(),
         namespaces,
         infra: None,

@@ -23,7 +23,7 @@ use crate::output::OutputPipe;
 use crate::session::InteractiveSession;
 use crate::setup::{Created, ShimConfig};
 use crate::timestamp;
-use berth_shim_api::protocol::{ErrorCode, ExitRecord, Request, Response, ShimStatus};
+use berth_shim_api::protocol::{ErrorCode, ExitRecord, Request, Response, RunState};
 
 mod lifecycle;
 mod requests;
@@ -381,13 +381,13 @@ impl Server {
         }
     }
 
-    fn status(&self) -> ShimStatus {
+    fn status(&self) -> RunState {
         if self.init.record.is_some() {
-            ShimStatus::Stopped
+            RunState::Stopped
         } else if self.init.started_at.is_some() {
-            ShimStatus::Running
+            RunState::Running
         } else {
-            ShimStatus::Created
+            RunState::Created
         }
     }
 }

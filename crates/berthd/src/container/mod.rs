@@ -3,6 +3,7 @@
 //! spec); the shim creates, starts and reaps the container.
 
 pub mod cgroup_view;
+mod error;
 pub mod resources;
 pub mod rootfs;
 pub mod shim;
@@ -15,21 +16,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_image::store::ImageStore;
-use berth_shim_api::protocol::{ExecRequest, Request, Response, ShimStatus, SignalArg, StateInfo};
+use berth_shim_api::protocol::{ExecRequest, Request, Response, RunState, SignalArg, StateInfo};
 use berth_spec::{
     CgroupFeatures, ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces,
 };
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
-use tonic::Status;
 
+pub use self::error::ContainerError;
 use self::rootfs::RootfsPaths;
 use self::shim::ShimLaunch;
 use self::store::{ContainerRecord, ContainerStore};
 use crate::clock::now_nanos;
 use crate::ids::new_id;
 use crate::sandbox::store::SandboxRecord;
-use crate::sandbox::{internal, SandboxManager};
+use crate::sandbox::{SandboxError, SandboxManager};
 
 /// Everything containers need from the daemon.
 pub struct ContainerManager {
@@ -65,41 +66,38 @@ impl ContainerManager {
     /// config that comes with the request, as containerd does: kubelet
     /// rebuilds it for every create, e.g. privileged once the pod has a
     /// privileged ephemeral container. Without one, the config stored at
-    /// RunPodSandbox is used.
+    /// RunPodSandbox is used. The handler has checked that `config` names
+    /// the container and its image.
     pub async fn create(
         &self,
         sandbox_id: &str,
         config: ContainerConfig,
         request_sandbox_config: Option<PodSandboxConfig>,
-    ) -> Result<String, Status> {
-        let metadata = config
-            .metadata
-            .clone()
-            .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
-        if metadata.name.is_empty() {
-            return Err(Status::invalid_argument("config.metadata.name is required"));
-        }
+    ) -> Result<String, ContainerError> {
+        let metadata = config.metadata.clone().unwrap_or_default();
         let image_name = config
             .image
             .as_ref()
             .map(|image| image.image.clone())
             .unwrap_or_default();
-        if image_name.is_empty() {
-            return Err(Status::invalid_argument("config.image.image is required"));
-        }
-        let sandbox_handle = self
-            .sandboxes
-            .find(sandbox_id)?
-            .ok_or_else(|| Status::not_found(format!("pod sandbox {sandbox_id:?} not found")))?;
+        let sandbox_handle =
+            self.sandboxes
+                .find(sandbox_id)?
+                .ok_or_else(|| SandboxError::NotFound {
+                    id: sandbox_id.to_string(),
+                })?;
         let sandbox = sandbox_handle.lock().await.clone();
-        let stored_config = sandbox.decode_config();
+        let stored_config = sandbox.config.clone();
         let sandbox_meta = stored_config.metadata.clone().unwrap_or_default();
         let sandbox_config = request_sandbox_config.unwrap_or(stored_config);
-        let image = self.images.resolve(&image_name).ok_or_else(|| {
-            Status::not_found(format!("image {image_name:?} not found: pull it first"))
-        })?;
+        let image =
+            self.images
+                .resolve(&image_name)
+                .ok_or_else(|| ContainerError::ImageNotFound {
+                    image: image_name.clone(),
+                })?;
 
-        let id = new_id().map_err(|err| internal("generating a container id", &err))?;
+        let id = new_id().map_err(|err| ContainerError::io("generating a container id", err))?;
         let name_key = format!(
             "{}_{}_{}_{}_{}",
             metadata.name,
@@ -108,10 +106,11 @@ impl ContainerManager {
             sandbox_meta.uid,
             metadata.attempt
         );
-        if let Err(existing) = self.store.reserve_name(&name_key, &id) {
-            return Err(Status::already_exists(format!(
-                "container name {name_key:?} is reserved by container {existing}"
-            )));
+        if let Err(holder) = self.store.reserve_name(&name_key, &id) {
+            return Err(ContainerError::NameReserved {
+                name: name_key,
+                holder,
+            });
         }
         let mut undo = Undo {
             name: Some((name_key.clone(), id.clone())),
@@ -134,9 +133,9 @@ impl ContainerManager {
                 self.store.insert(record);
                 Ok(id)
             }
-            Err(status) => {
+            Err(err) => {
                 self.undo(undo).await;
-                Err(status)
+                Err(err)
             }
         }
     }
@@ -152,16 +151,16 @@ impl ContainerManager {
         image: &berth_image::store::ImageRecord,
         image_name: &str,
         undo: &mut Undo,
-    ) -> Result<ContainerRecord, Status> {
+    ) -> Result<ContainerRecord, ContainerError> {
         let bundle = self.store.record_dir(id);
         let layer_dir = self.layers_dir.join(id);
         // Unix socket paths are limited to 107 bytes: the shim's dir is
         // named by a 12-digit prefix of the (random) id, in a short path.
         let shim_dir = self.shims_dir.join(&id[..12.min(id.len())]);
         for dir in [&bundle, &layer_dir, &self.shims_dir] {
-            std::fs::create_dir_all(dir).map_err(|err| internal("container dir", &err))?;
+            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("container dir", err))?;
         }
-        std::fs::create_dir(&shim_dir).map_err(|err| internal("shim dir", &err))?;
+        std::fs::create_dir(&shim_dir).map_err(|err| ContainerError::io("shim dir", err))?;
         undo.dirs = vec![bundle.clone(), layer_dir.clone(), shim_dir.clone()];
 
         // Root filesystem: the image's layers under a writable upper dir.
@@ -169,31 +168,22 @@ impl ContainerManager {
             .layers
             .iter()
             .map(|layer| self.images.layer_path(&layer.diff_id))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| Status::internal(err.to_string()))?;
+            .collect::<Result<Vec<_>, _>>()?;
         let paths = RootfsPaths::new(&layer_dir, &bundle);
-        rootfs::mount_rootfs(&layers, &paths).map_err(|err| Status::internal(err.to_string()))?;
+        rootfs::mount_rootfs(&layers, &paths)?;
         undo.rootfs = Some(paths.clone());
 
         // The OCI spec.
-        let image_config = self
-            .images
-            .blob_path(&image.id)
-            .ok()
-            .and_then(|path| std::fs::read(path).ok())
-            .and_then(|bytes| {
-                oci_spec::image::ImageConfiguration::from_reader(bytes.as_slice()).ok()
-            })
-            .ok_or_else(|| Status::internal(format!("image config {} is unreadable", image.id)))?;
+        let image_config = self.image_config(image)?;
         let image_view = ImageConfigView::from(&image_config);
         let location =
             berth_cgroups::container_cgroup(self.sandboxes.driver, &sandbox.cgroup_parent, id)
-                .map_err(|err| Status::invalid_argument(format!("cgroup: {err}")))?;
+                .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
         let cgroups_path = self.oci_cgroups_path(&location);
         let hierarchy_dirs = self
             .cgroups
             .hierarchy_dirs(&location.path)
-            .map_err(|err| Status::internal(format!("cgroup: {err}")))?;
+            .map_err(|err| ContainerError::Cgroup(Box::new(err)))?;
         let cgroup_view = cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs);
         let target_pid = self.target_pid(&config, &sandbox.id).await?;
         let namespaces = SandboxNamespaces {
@@ -209,8 +199,7 @@ impl ContainerManager {
             resolv_conf: Some(sandbox.dir.join("resolv.conf")),
             shm: sandbox.shm.clone(),
         };
-        let log_path = berth_spec::annotations::log_path(&config, sandbox_config)
-            .map_err(|err| Status::invalid_argument(err.to_string()))?;
+        let log_path = berth_spec::annotations::log_path(&config, sandbox_config)?;
         let etc_passwd = read_image_file(&paths.merged, "etc/passwd");
         let etc_group = read_image_file(&paths.merged, "etc/group");
         // The spec is built and written before any await: the host lookup
@@ -233,13 +222,13 @@ impl ContainerManager {
                 features: self.features,
                 host: &OsHost,
             };
-            let spec = berth_spec::container_spec(&inputs).map_err(spec_status)?;
+            let spec = berth_spec::container_spec(&inputs)?;
             spec.save(bundle.join("config.json"))
-                .map_err(|err| Status::internal(format!("writing config.json: {err}")))?;
+                .map_err(ContainerError::WriteSpec)?;
         }
         if let Some(log) = &log_path {
             if let Some(dir) = log.parent() {
-                std::fs::create_dir_all(dir).map_err(|err| internal("log dir", &err))?;
+                std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("log dir", err))?;
             }
         }
         let stop_signal =
@@ -265,7 +254,7 @@ impl ContainerManager {
             name_key: name_key.to_string(),
             sandbox_id: sandbox.id.clone(),
             created_at: now_nanos(),
-            config: ContainerRecord::encode_config(&config),
+            config: config.clone(),
             image_id: image.id.clone(),
             image_ref: image_name.to_string(),
             log_path,
@@ -277,10 +266,24 @@ impl ContainerManager {
             pid,
             stop_signal,
         };
-        self.store
-            .persist(&record)
-            .map_err(|err| Status::internal(err.to_string()))?;
+        self.store.persist(&record)?;
         Ok(record)
+    }
+
+    /// The image's config blob, parsed; the error says which step failed.
+    fn image_config(
+        &self,
+        image: &berth_image::store::ImageRecord,
+    ) -> Result<oci_spec::image::ImageConfiguration, ContainerError> {
+        let unreadable =
+            |source: Box<dyn std::error::Error + Send + Sync>| ContainerError::ImageConfig {
+                image: image.id.clone(),
+                source,
+            };
+        let path = self.images.blob_path(&image.id)?;
+        let bytes = std::fs::read(&path).map_err(|err| unreadable(Box::new(err)))?;
+        oci_spec::image::ImageConfiguration::from_reader(bytes.as_slice())
+            .map_err(|err| unreadable(Box::new(err)))
     }
 
     /// The spec's `linux.cgroupsPath`: systemd's `slice:berth:<id>` under
@@ -302,7 +305,7 @@ impl ContainerManager {
         &self,
         config: &ContainerConfig,
         sandbox_id: &str,
-    ) -> Result<Option<u32>, Status> {
+    ) -> Result<Option<u32>, ContainerError> {
         let options = config
             .linux
             .as_ref()
@@ -312,28 +315,23 @@ impl ContainerManager {
             return Ok(None);
         };
         let target_id = &options.target_id;
-        let handle = self
-            .store
-            .find(target_id)
-            .map_err(|err| Status::invalid_argument(err.to_string()))?;
+        let handle = self.store.find(target_id)?;
         let Some(handle) = handle.filter(|_| !target_id.is_empty()) else {
-            return Err(Status::not_found(format!(
-                "namespace_options.target_id: container {target_id:?} not found"
-            )));
+            return Err(ContainerError::TargetNotFound {
+                target_id: target_id.clone(),
+            });
         };
         let target = handle.lock().await.clone();
         if target.sandbox_id != sandbox_id {
-            return Err(Status::failed_precondition(format!(
-                "namespace_options.target_id: container {} is in another pod sandbox",
-                target.id
-            )));
+            return Err(ContainerError::TargetInOtherSandbox {
+                target_id: target.id,
+            });
         }
         match shim::state(&target.shim_dir).await {
-            Some(state) if state.status == ShimStatus::Running => Ok(u32::try_from(state.pid).ok()),
-            _ => Err(Status::failed_precondition(format!(
-                "namespace_options.target_id: container {} is not running",
-                target.id
-            ))),
+            Some(state) if state.status == RunState::Running => Ok(u32::try_from(state.pid).ok()),
+            _ => Err(ContainerError::TargetNotRunning {
+                target_id: target.id,
+            }),
         }
     }
 
@@ -364,30 +362,30 @@ impl ContainerManager {
     }
 
     /// StartContainer.
-    pub async fn start(&self, id: &str) -> Result<(), Status> {
+    pub async fn start(&self, id: &str) -> Result<(), ContainerError> {
         let record = self.get(id).await?;
         match shim::call(&record.shim_dir, Request::Start, Duration::ZERO).await {
             Ok(Response::Ok) => Ok(()),
             // The shim's log stays in its dir until RemoveContainer.
             Ok(Response::Error { message, .. }) => {
                 let log = shim::log_path(&record.shim_dir);
-                Err(Status::failed_precondition(shim_log::with_reason(
-                    &format!("starting container {}: {message}", record.id),
-                    &log,
-                    Some(&log),
-                )))
+                Err(ContainerError::StartFailed {
+                    message: shim_log::with_reason(
+                        &format!("starting container {}: {message}", record.id),
+                        &log,
+                        Some(&log),
+                    ),
+                    id: record.id,
+                })
             }
-            Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
-            Err(err) => Err(Status::internal(format!(
-                "shim of container {}: {err}",
-                record.id
-            ))),
+            Ok(other) => Err(shim_answer(&record, &other)),
+            Err(err) => Err(shim_unreachable(&record, err)),
         }
     }
 
     /// StopContainer: the stop signal, then SIGKILL after `timeout`
     /// seconds. Stopped or unknown is success.
-    pub async fn stop(&self, id: &str, timeout: i64) -> Result<(), Status> {
+    pub async fn stop(&self, id: &str, timeout: i64) -> Result<(), ContainerError> {
         let Some(handle) = self.find(id)? else {
             return Ok(());
         };
@@ -421,16 +419,13 @@ impl ContainerManager {
         if wait_stopped(&record, Duration::from_secs(10)).await {
             Ok(())
         } else {
-            Err(Status::internal(format!(
-                "container {} did not stop after SIGKILL",
-                record.id
-            )))
+            Err(ContainerError::DidNotStop { id: record.id })
         }
     }
 
     /// RemoveContainer: stops it, then removes its shim, rootfs and files.
     /// Unknown is success.
-    pub async fn remove(&self, id: &str) -> Result<(), Status> {
+    pub async fn remove(&self, id: &str) -> Result<(), ContainerError> {
         let Some(handle) = self.find(id)? else {
             return Ok(());
         };
@@ -441,15 +436,17 @@ impl ContainerManager {
             return Ok(());
         }
         let _ = shim::call(&record.shim_dir, Request::Shutdown, Duration::ZERO).await;
-        rootfs::unmount_rootfs(&RootfsPaths::new(&record.layer_dir, &record.bundle))
-            .map_err(|err| Status::internal(err.to_string()))?;
+        rootfs::unmount_rootfs(&RootfsPaths::new(&record.layer_dir, &record.bundle))?;
         let mut trashed = Vec::new();
         for dir in [&record.bundle, &record.layer_dir, &record.shim_dir] {
             match trash::discard(dir).await {
                 Ok(moved) => trashed.extend(moved),
                 Err(err) => {
                     trash::purge(trashed);
-                    return Err(internal(&format!("removing {}", dir.display()), &err));
+                    return Err(ContainerError::io(
+                        format!("removing {}", dir.display()),
+                        err,
+                    ));
                 }
             }
         }
@@ -460,16 +457,14 @@ impl ContainerManager {
     }
 
     /// ExecSync: runs a command in the container, returning its output.
+    /// The handler has checked that `args` is not empty.
     pub async fn exec_sync(
         &self,
         id: &str,
         args: Vec<String>,
         timeout: i64,
-    ) -> Result<berth_shim_api::protocol::ExecResult, Status> {
+    ) -> Result<berth_shim_api::protocol::ExecResult, ContainerError> {
         let record = self.get(id).await?;
-        if args.is_empty() {
-            return Err(Status::invalid_argument("cmd must not be empty"));
-        }
         let timeout_s = u64::try_from(timeout).unwrap_or(0);
         let request = Request::Exec(ExecRequest {
             args,
@@ -481,15 +476,12 @@ impl ContainerManager {
         });
         match shim::call(&record.shim_dir, request, Duration::from_secs(timeout_s)).await {
             Ok(Response::Exec(result)) => Ok(result),
-            Ok(Response::Error { message, .. }) => Err(Status::failed_precondition(format!(
-                "exec in container {}: {message}",
-                record.id
-            ))),
-            Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
-            Err(err) => Err(Status::internal(format!(
-                "shim of container {}: {err}",
-                record.id
-            ))),
+            Ok(Response::Error { message, .. }) => Err(ContainerError::ExecRefused {
+                id: record.id,
+                message,
+            }),
+            Ok(other) => Err(shim_answer(&record, &other)),
+            Err(err) => Err(shim_unreachable(&record, err)),
         }
     }
 
@@ -499,7 +491,7 @@ impl ContainerManager {
         &self,
         id: &str,
         resources: &cri_api::v1::LinuxContainerResources,
-    ) -> Result<(), Status> {
+    ) -> Result<(), ContainerError> {
         let handle = self.handle(id)?;
         // Held across the cgroup write so two updates cannot interleave
         // their cgroup writes and their record writes differently.
@@ -509,36 +501,32 @@ impl ContainerManager {
         let path = record.cgroup_dir().to_string();
         tokio::task::spawn_blocking(move || cgroups.update(&path, &update))
             .await
-            .map_err(|err| Status::internal(format!("update task: {err}")))?
-            .map_err(|err| {
-                Status::failed_precondition(format!("updating container {}: {err}", record.id))
+            .map_err(|source| ContainerError::Task {
+                what: "update task",
+                source,
+            })?
+            .map_err(|source| ContainerError::UpdateRefused {
+                id: record.id.clone(),
+                source: Box::new(source),
             })?;
-        let mut config = record.decode_config();
+        let mut config = record.config.clone();
         let linux = config.linux.get_or_insert_with(Default::default);
         let current = linux.resources.clone().unwrap_or_default();
         linux.resources = Some(resources::after_update(&current, resources));
-        record.config = ContainerRecord::encode_config(&config);
-        self.store
-            .persist(&record)
-            .map_err(|err| internal(&format!("saving container {}", record.id), &err))
+        record.config = config;
+        Ok(self.store.persist(&record)?)
     }
 
     /// ReopenContainerLog.
-    pub async fn reopen_log(&self, id: &str) -> Result<(), Status> {
+    pub async fn reopen_log(&self, id: &str) -> Result<(), ContainerError> {
         let record = self.get(id).await?;
         if !is_running(&record).await {
-            return Err(Status::failed_precondition(format!(
-                "container {} is not running",
-                record.id
-            )));
+            return Err(ContainerError::NotRunning { id: record.id });
         }
         match shim::call(&record.shim_dir, Request::ReopenLog, Duration::ZERO).await {
             Ok(Response::Ok) => Ok(()),
-            Ok(other) => Err(Status::internal(format!("reopening log: {other:?}"))),
-            Err(err) => Err(Status::internal(format!(
-                "shim of container {}: {err}",
-                record.id
-            ))),
+            Ok(other) => Err(shim_answer(&record, &other)),
+            Err(err) => Err(shim_unreachable(&record, err)),
         }
     }
 
@@ -547,25 +535,24 @@ impl ContainerManager {
         shim::state(&record.shim_dir).await
     }
 
+    /// The container `id` names (full id or unique prefix).
     pub fn find(
         &self,
         id: &str,
-    ) -> Result<Option<Arc<tokio::sync::Mutex<ContainerRecord>>>, Status> {
-        self.store
-            .find(id)
-            .map_err(|err| Status::invalid_argument(err.to_string()))
+    ) -> Result<Option<Arc<tokio::sync::Mutex<ContainerRecord>>>, ContainerError> {
+        Ok(self.store.find(id)?)
     }
 
     /// A container's record, or NotFound naming the id.
-    pub async fn get(&self, id: &str) -> Result<ContainerRecord, Status> {
+    pub async fn get(&self, id: &str) -> Result<ContainerRecord, ContainerError> {
         let record = self.handle(id)?.lock().await.clone();
         Ok(record)
     }
 
     /// A container's shared record, or NotFound naming the id.
-    fn handle(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContainerRecord>>, Status> {
+    fn handle(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContainerRecord>>, ContainerError> {
         self.find(id)?
-            .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))
+            .ok_or_else(|| ContainerError::NotFound { id: id.to_string() })
     }
 
     /// Every container of a sandbox.
@@ -582,7 +569,7 @@ impl ContainerManager {
 }
 
 async fn is_running(record: &ContainerRecord) -> bool {
-    matches!(shim::state(&record.shim_dir).await, Some(state) if state.status == ShimStatus::Running)
+    matches!(shim::state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
 }
 
 /// Polls the shim until the container is no longer running. The interval
@@ -621,6 +608,18 @@ fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
-fn spec_status(err: berth_spec::SpecError) -> Status {
-    Status::invalid_argument(err.to_string())
+/// A shim answer that does not fit the request.
+fn shim_answer(record: &ContainerRecord, answer: &Response) -> ContainerError {
+    ContainerError::ShimAnswer {
+        id: record.id.clone(),
+        answer: format!("{answer:?}"),
+    }
+}
+
+/// The shim's socket could not be used.
+fn shim_unreachable(record: &ContainerRecord, source: std::io::Error) -> ContainerError {
+    ContainerError::ShimUnreachable {
+        id: record.id.clone(),
+        source,
+    }
 }

@@ -2,6 +2,7 @@
 //! down. Each step of a run is undone, in reverse, when a later one fails,
 //! so a failed run leaves no namespace, mount, cgroup or IP behind.
 
+mod error;
 pub mod namespaces;
 pub mod process;
 pub mod store;
@@ -9,14 +10,13 @@ pub mod store;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use berth_cgroups::{CgroupManager, Driver, ParentTracker};
-use berth_network::cni::{CniConfig, NetworkConfigList, PodNetwork, PortMapping};
-use cri_api::v1::{NamespaceMode, PodSandboxConfig, Protocol};
-use tonic::Status;
-
+pub use self::error::SandboxError;
 use self::namespaces::PinRequest;
 use self::store::{SandboxRecord, SandboxState, SandboxStore};
 use crate::clock::now_nanos;
+use berth_cgroups::{CgroupManager, Driver, ParentTracker};
+use berth_network::cni::{CniConfig, NetworkConfigList, PodNetwork, PortMapping};
+use cri_api::v1::{NamespaceMode, PodSandboxConfig, Protocol};
 
 /// kubelet gives sandboxes this oom_score_adj (containerd's value); it is
 /// clamped to what berthd itself has, as the host may not allow lower.
@@ -60,46 +60,35 @@ struct Undo {
 }
 
 impl SandboxManager {
-    /// RunPodSandbox: returns the new sandbox's id.
+    /// RunPodSandbox: returns the new sandbox's id. The handler has checked
+    /// the request's shape (metadata, namespace modes).
     pub async fn run(
         &self,
         config: PodSandboxConfig,
         runtime_handler: &str,
-    ) -> Result<String, Status> {
-        let metadata = config
-            .metadata
-            .clone()
-            .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
-        for (field, value) in [
-            ("name", &metadata.name),
-            ("namespace", &metadata.namespace),
-            ("uid", &metadata.uid),
-        ] {
-            if value.is_empty() {
-                return Err(Status::invalid_argument(format!(
-                    "config.metadata.{field} is required"
-                )));
-            }
-        }
+    ) -> Result<String, SandboxError> {
+        let metadata = config.metadata.clone().unwrap_or_default();
         if !runtime_handler.is_empty()
             && !self
                 .runtime_handlers
                 .iter()
                 .any(|name| name == runtime_handler)
         {
-            return Err(Status::invalid_argument(format!(
-                "runtime_handler {runtime_handler:?} is not configured (runtime_handlers in the config)"
-            )));
+            return Err(SandboxError::UnknownRuntimeHandler {
+                handler: runtime_handler.to_string(),
+            });
         }
-        let id = crate::ids::new_id().map_err(|err| internal("generating a sandbox id", &err))?;
+        let id =
+            crate::ids::new_id().map_err(|err| SandboxError::io("generating a sandbox id", err))?;
         let name_key = format!(
             "{}_{}_{}_{}",
             metadata.name, metadata.namespace, metadata.uid, metadata.attempt
         );
-        if let Err(existing) = self.store.reserve_name(&name_key, &id) {
-            return Err(Status::already_exists(format!(
-                "pod sandbox name {name_key:?} is reserved by sandbox {existing}"
-            )));
+        if let Err(holder) = self.store.reserve_name(&name_key, &id) {
+            return Err(SandboxError::NameReserved {
+                name: name_key,
+                holder,
+            });
         }
         let mut undo = Undo {
             name: Some((name_key.clone(), id.clone())),
@@ -113,9 +102,9 @@ impl SandboxManager {
                 self.store.insert(record);
                 Ok(id)
             }
-            Err(status) => {
+            Err(err) => {
                 self.undo(undo).await;
-                Err(status)
+                Err(err)
             }
         }
     }
@@ -127,7 +116,7 @@ impl SandboxManager {
         runtime_handler: &str,
         config: PodSandboxConfig,
         undo: &mut Undo,
-    ) -> Result<SandboxRecord, Status> {
+    ) -> Result<SandboxRecord, SandboxError> {
         let linux = config.linux.clone().unwrap_or_default();
         let options = linux
             .security_context
@@ -137,11 +126,6 @@ impl SandboxManager {
         let network_mode = options.network();
         let ipc_mode = options.ipc();
         let pid_mode = options.pid();
-        if pid_mode == NamespaceMode::Target {
-            return Err(Status::invalid_argument(
-                "namespace_options.pid TARGET is for containers, not sandboxes",
-            ));
-        }
 
         // Cgroup: the pod's parent (created if missing), the sandbox's child.
         let location = berth_cgroups::sandbox_cgroup(
@@ -150,23 +134,30 @@ impl SandboxManager {
             &self.default_parent,
             id,
         )
-        .map_err(|err| Status::invalid_argument(format!("linux.cgroup_parent: {err}")))?;
+        .map_err(|err| SandboxError::CgroupParentName(Box::new(err)))?;
         {
             let _cgroups = self.lock_cgroups();
-            self.parents.ensure(&location.parent_path).map_err(|err| {
-                Status::internal(format!("cgroup parent {}: {err}", location.parent_path))
-            })?;
-            self.cgroups.create(&location.path).map_err(|err| {
-                Status::internal(format!("sandbox cgroup {}: {err}", location.path))
-            })?;
+            self.parents
+                .ensure(&location.parent_path)
+                .map_err(|source| SandboxError::CgroupParent {
+                    parent: location.parent_path.clone(),
+                    source: Box::new(source),
+                })?;
+            self.cgroups
+                .create(&location.path)
+                .map_err(|source| SandboxError::Cgroup {
+                    path: location.path.clone(),
+                    source: Box::new(source),
+                })?;
             undo.cgroup = Some(location.path.clone());
         }
 
         let dir = self.store.record_dir(id);
         let ns_dir = self.ns_dir.join(id);
-        std::fs::create_dir_all(dir.join("root")).map_err(|err| internal("sandbox dir", &err))?;
+        std::fs::create_dir_all(dir.join("root"))
+            .map_err(|err| SandboxError::io("sandbox dir", err))?;
         undo.dir = Some(dir.clone());
-        std::fs::create_dir_all(&ns_dir).map_err(|err| internal("namespace dir", &err))?;
+        std::fs::create_dir_all(&ns_dir).map_err(|err| SandboxError::io("namespace dir", err))?;
         undo.ns_dir = Some(ns_dir.clone());
 
         // Namespaces, hostname, sysctls and the infra process.
@@ -185,14 +176,13 @@ impl SandboxManager {
         undo.pins = pinned.namespaces.values().cloned().collect();
         let infra = match pinned.infra_pid {
             Some(pid) => {
-                let infra = process::identify(pid).ok_or_else(|| {
-                    Status::internal(format!("infra process {pid} vanished at start"))
-                })?;
+                let infra = process::identify(pid).ok_or(SandboxError::InfraVanished { pid })?;
                 undo.infra = Some(infra.clone());
                 self.cgroups
                     .add_process(&location.path, pid)
-                    .map_err(|err| {
-                        Status::internal(format!("infra process into {}: {err}", location.path))
+                    .map_err(|source| SandboxError::InfraCgroup {
+                        path: location.path.clone(),
+                        source: Box::new(source),
                     })?;
                 process::clamp_oom_score_adj(pid, SANDBOX_OOM_SCORE_ADJ);
                 Some(infra)
@@ -218,15 +208,24 @@ impl SandboxManager {
                 .namespaces
                 .get("net")
                 .cloned()
-                .ok_or_else(|| Status::internal("network namespace was not pinned"))?;
+                .ok_or(SandboxError::NetnsNotPinned)?;
             let (raw, network) = self.load_network()?;
             let pod = self.pod_network(id, &config, &netns);
-            self.cni.loopback_up(&netns).await.map_err(|err| {
-                Status::internal(format!("loopback in {}: {err}", netns.display()))
-            })?;
-            let result = self.cni.add(&network, &pod).await.map_err(|err| {
-                Status::internal(format!("CNI ADD on network {:?}: {err}", network.name))
-            })?;
+            self.cni
+                .loopback_up(&netns)
+                .await
+                .map_err(|source| SandboxError::Loopback {
+                    netns: netns.clone(),
+                    source: Box::new(source),
+                })?;
+            let result =
+                self.cni
+                    .add(&network, &pod)
+                    .await
+                    .map_err(|source| SandboxError::CniAdd {
+                        network: network.name.clone(),
+                        source: Box::new(source),
+                    })?;
             undo.network = Some((network, pod));
             ips = result.ips.iter().map(|ip| ip.to_string()).collect();
             network_config = Some(raw);
@@ -241,7 +240,7 @@ impl SandboxManager {
             created_at: now_nanos(),
             state: SandboxState::Ready,
             runtime_handler: runtime_handler.to_string(),
-            config: SandboxRecord::encode_config(&config),
+            config: config.clone(),
             dir,
             namespaces: pinned.namespaces,
             infra,
@@ -255,9 +254,7 @@ impl SandboxManager {
             cni_result,
             shm,
         };
-        self.store
-            .persist(&record)
-            .map_err(|err| Status::internal(err.to_string()))?;
+        self.store.persist(&record)?;
         Ok(record)
     }
 
@@ -297,7 +294,7 @@ impl SandboxManager {
 
     /// StopPodSandbox: the infra process is killed and the network detached.
     /// Already stopped, or unknown, is success.
-    pub async fn stop(&self, id: &str) -> Result<(), Status> {
+    pub async fn stop(&self, id: &str) -> Result<(), SandboxError> {
         let Some(handle) = self.find(id)? else {
             return Ok(());
         };
@@ -314,31 +311,33 @@ impl SandboxManager {
             record.network_attached = false;
         }
         record.state = SandboxState::NotReady;
-        self.store
-            .persist(&record)
-            .map_err(|err| Status::internal(err.to_string()))
+        Ok(self.store.persist(&record)?)
     }
 
-    async fn detach_network(&self, record: &SandboxRecord) -> Result<(), Status> {
+    async fn detach_network(&self, record: &SandboxRecord) -> Result<(), SandboxError> {
         let Some(raw) = &record.network_config else {
             return Ok(());
         };
         let network =
             NetworkConfigList::from_slice(raw.as_bytes(), std::path::Path::new("(saved)"))
-                .map_err(|err| {
-                    Status::internal(format!("saved CNI config of {}: {err}", record.id))
+                .map_err(|source| SandboxError::SavedCniConfig {
+                    id: record.id.clone(),
+                    source: Box::new(source),
                 })?;
         let netns = record.namespaces.get("net").cloned().unwrap_or_default();
-        let pod = self.pod_network(&record.id, &record.decode_config(), &netns);
+        let pod = self.pod_network(&record.id, &record.config.clone(), &netns);
         self.cni
             .del(&network, &pod, record.cni_result.as_ref())
             .await
-            .map_err(|err| Status::internal(format!("CNI DEL for sandbox {}: {err}", record.id)))
+            .map_err(|source| SandboxError::CniDel {
+                id: record.id.clone(),
+                source: Box::new(source),
+            })
     }
 
     /// RemovePodSandbox: stops it if needed, then removes everything it
     /// owns. Unknown is success.
-    pub async fn remove(&self, id: &str) -> Result<(), Status> {
+    pub async fn remove(&self, id: &str) -> Result<(), SandboxError> {
         let Some(handle) = self.find(id)? else {
             return Ok(());
         };
@@ -358,18 +357,21 @@ impl SandboxManager {
         let _ = std::fs::remove_dir(self.ns_dir.join(&record.id));
         {
             let _cgroups = self.lock_cgroups();
-            self.cgroups.remove(&record.cgroup_path).map_err(|err| {
-                Status::internal(format!("sandbox cgroup {}: {err}", record.cgroup_path))
-            })?;
+            self.cgroups
+                .remove(&record.cgroup_path)
+                .map_err(|source| SandboxError::Cgroup {
+                    path: record.cgroup_path.clone(),
+                    source: Box::new(source),
+                })?;
             if let Err(err) = self.parents.remove_unused_parents() {
                 tracing::warn!(error = %err, "removing unused cgroup parents");
             }
         }
         if let Err(err) = std::fs::remove_dir_all(&record.dir) {
             if err.kind() != std::io::ErrorKind::NotFound {
-                return Err(internal(
-                    &format!("sandbox dir {}", record.dir.display()),
-                    &err,
+                return Err(SandboxError::io(
+                    format!("sandbox dir {}", record.dir.display()),
+                    err,
                 ));
             }
         }
@@ -385,26 +387,30 @@ impl SandboxManager {
     }
 
     /// The sandbox `id` names (full id or unique prefix).
-    pub fn find(&self, id: &str) -> Result<Option<store::SandboxHandle>, Status> {
-        self.store
-            .find(id)
-            .map_err(|err| Status::invalid_argument(err.to_string()))
+    pub fn find(&self, id: &str) -> Result<Option<store::SandboxHandle>, SandboxError> {
+        Ok(self.store.find(id)?)
+    }
+
+    /// The sandbox `id` names, or NotFound naming the id.
+    pub fn get(&self, id: &str) -> Result<store::SandboxHandle, SandboxError> {
+        self.find(id)?
+            .ok_or_else(|| SandboxError::NotFound { id: id.to_string() })
     }
 
     /// Reads the first CNI config: its raw text (kept for DEL) and parsed form.
-    fn load_network(&self) -> Result<(String, NetworkConfigList), Status> {
+    fn load_network(&self) -> Result<(String, NetworkConfigList), SandboxError> {
         let files = berth_network::cni::config_files(&self.cni.conf_dir)
-            .map_err(|err| Status::failed_precondition(format!("network not ready: {err}")))?;
+            .map_err(|err| SandboxError::NetworkNotReady(err.to_string()))?;
         let file = files.first().ok_or_else(|| {
-            Status::failed_precondition(format!(
-                "network not ready: no CNI config in {}",
+            SandboxError::NetworkNotReady(format!(
+                "no CNI config in {}",
                 self.cni.conf_dir.display()
             ))
         })?;
         let raw = std::fs::read_to_string(file)
-            .map_err(|err| internal(&file.display().to_string(), &err))?;
+            .map_err(|err| SandboxError::io(file.display().to_string(), err))?;
         let network = NetworkConfigList::from_slice(raw.as_bytes(), file)
-            .map_err(|err| Status::failed_precondition(format!("network not ready: {err}")))?;
+            .map_err(|err| SandboxError::NetworkNotReady(err.to_string()))?;
         Ok((raw, network))
     }
 
@@ -468,7 +474,7 @@ fn write_dns_files(
     config: &PodSandboxConfig,
     hostname: &str,
     ips: &[String],
-) -> Result<(), Status> {
+) -> Result<(), SandboxError> {
     use berth_network::dns;
     let parsed_ips: Vec<std::net::IpAddr> = ips.iter().filter_map(|ip| ip.parse().ok()).collect();
     let resolv = match &config.dns_config {
@@ -491,14 +497,9 @@ fn write_dns_files(
         ("resolv.conf", resolv),
     ] {
         berth_atomic_file::write_atomic(&dir.join(name), contents.as_bytes(), 0o644)
-            .map_err(|err| internal(&format!("pod {name} file"), &err))?;
+            .map_err(|err| SandboxError::io(format!("pod {name} file"), err))?;
     }
     Ok(())
-}
-
-/// An Internal error saying what failed and why.
-pub(crate) fn internal(what: &str, err: &dyn std::fmt::Display) -> Status {
-    Status::internal(format!("{what}: {err}"))
 }
 
 #[cfg(test)]

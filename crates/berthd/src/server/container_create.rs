@@ -1,6 +1,8 @@
 //! `CreateContainer`.
 
-use cri_api::v1::{ContainerEventType, CreateContainerRequest, CreateContainerResponse};
+use cri_api::v1::{
+    ContainerConfig, ContainerEventType, CreateContainerRequest, CreateContainerResponse,
+};
 use tonic::Status;
 
 use super::{require, CriService};
@@ -14,6 +16,7 @@ impl CriService {
         let config = request
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
+        check_config(&config)?;
         let container_id = self
             .context()
             .containers
@@ -29,4 +32,15 @@ impl CriService {
         }
         Ok(CreateContainerResponse { container_id })
     }
+}
+
+/// What the manager relies on: the container and its image are named.
+fn check_config(config: &ContainerConfig) -> Result<(), Status> {
+    let metadata = config
+        .metadata
+        .as_ref()
+        .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
+    require("config.metadata.name", &metadata.name)?;
+    let image = config.image.as_ref().map(|image| image.image.as_str());
+    require("config.image.image", image.unwrap_or_default())
 }

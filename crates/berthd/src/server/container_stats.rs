@@ -49,7 +49,7 @@ impl CriService {
             let at = now_nanos();
             (Reading { at, stats: None }, None, at)
         });
-        let config = record.decode_config();
+        let config = record.config.clone();
         let (cpu, memory, swap) = self.usage_messages(&record.id, &reading);
         ContainerStats {
             attributes: Some(ContainerAttributes {

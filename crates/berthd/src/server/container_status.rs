@@ -1,7 +1,7 @@
 //! `ContainerStatus`, and the record-to-CRI conversions that the list and
 //! the events share.
 
-use berth_shim_api::protocol::{ShimStatus, StateInfo};
+use berth_shim_api::protocol::{RunState, StateInfo};
 use cri_api::v1::{
     ContainerResources, ContainerState, ContainerStatus, ContainerStatusRequest,
     ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser, Signal as CriSignal,
@@ -76,15 +76,15 @@ pub(super) fn image_spec(record: &ContainerRecord) -> ImageSpec {
 /// The CRI state for what the shim says (no shim at all: unknown).
 pub(super) fn cri_state(state: Option<&StateInfo>) -> ContainerState {
     match state.map(|state| state.status) {
-        Some(ShimStatus::Created) => ContainerState::ContainerCreated,
-        Some(ShimStatus::Running) => ContainerState::ContainerRunning,
-        Some(ShimStatus::Stopped) => ContainerState::ContainerExited,
+        Some(RunState::Created) => ContainerState::ContainerCreated,
+        Some(RunState::Running) => ContainerState::ContainerRunning,
+        Some(RunState::Stopped) => ContainerState::ContainerExited,
         None => ContainerState::ContainerUnknown,
     }
 }
 
 pub(super) fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerStatus {
-    let config = record.decode_config();
+    let config = record.config.clone();
     let cri = cri_state(state);
     let exit_code = state.and_then(|state| state.exit_code).unwrap_or(0);
     let oom = state.is_some_and(|state| state.oom_killed);
@@ -167,7 +167,7 @@ mod tests {
     fn exited_reasons() {
         let state = |code: i32, oom: bool| StateInfo {
             id: String::new(),
-            status: ShimStatus::Stopped,
+            status: RunState::Stopped,
             pid: 0,
             created_at: String::new(),
             started_at: None,

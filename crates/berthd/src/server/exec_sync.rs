@@ -11,6 +11,9 @@ impl CriService {
         request: ExecSyncRequest,
     ) -> Result<ExecSyncResponse, Status> {
         require("container_id", &request.container_id)?;
+        if request.cmd.is_empty() {
+            return Err(Status::invalid_argument("cmd must not be empty"));
+        }
         let result = self
             .context()
             .containers

@@ -2,7 +2,7 @@
 //! the statuses of every container of the pod, which is what kubelet's
 //! evented PLEG rebuilds a pod from.
 
-use berth_shim_api::protocol::ShimStatus;
+use berth_shim_api::protocol::RunState;
 use cri_api::v1::{
     ContainerEventResponse, ContainerEventType, ContainerStatus, PodSandboxState, PodSandboxStatus,
 };
@@ -117,8 +117,8 @@ impl CriService {
             let record = handle.lock().await.clone();
             let state = context.containers.state(&record).await;
             let kind = match state.map(|state| state.status) {
-                Some(ShimStatus::Created) => ContainerEventType::ContainerCreatedEvent,
-                Some(ShimStatus::Running) => ContainerEventType::ContainerStartedEvent,
+                Some(RunState::Created) => ContainerEventType::ContainerCreatedEvent,
+                Some(RunState::Running) => ContainerEventType::ContainerStartedEvent,
                 _ => ContainerEventType::ContainerStoppedEvent,
             };
             context.events.seed(&record.id, kind).await;

@@ -29,7 +29,7 @@ impl CriService {
             let record = handle.lock().await.clone();
             let matches = record.id.starts_with(&filter.id)
                 && record.sandbox_id.starts_with(&filter.pod_sandbox_id)
-                && labels_match(&record.decode_config().labels, &filter.label_selector);
+                && labels_match(&record.config.labels, &filter.label_selector);
             if matches {
                 records.push(record);
             }

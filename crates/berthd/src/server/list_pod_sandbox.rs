@@ -33,7 +33,7 @@ impl CriService {
                     continue;
                 }
             }
-            let config = record.decode_config();
+            let config = record.config.clone();
             if !labels_match(&config.labels, &filter.label_selector) {
                 continue;
             }

@@ -27,7 +27,7 @@ impl CriService {
         for handle in self.context().sandboxes.store.all() {
             let record = handle.lock().await.clone();
             if record.id.starts_with(&filter.id)
-                && labels_match(&record.decode_config().labels, &filter.label_selector)
+                && labels_match(&record.config.labels, &filter.label_selector)
             {
                 records.push(record);
             }

@@ -15,11 +15,7 @@ impl CriService {
     ) -> Result<PortForwardResponse, Status> {
         let id = &request.pod_sandbox_id;
         require("pod_sandbox_id", id)?;
-        let handle = self
-            .context()
-            .sandboxes
-            .find(id)?
-            .ok_or_else(|| Status::not_found(format!("pod sandbox {id:?} not found")))?;
+        let handle = self.context().sandboxes.get(id)?;
         let record = handle.lock().await.clone();
         if record.effective_state() != SandboxState::Ready {
             return Err(Status::failed_precondition(format!(

@@ -24,16 +24,7 @@ impl CriService {
         request: PodSandboxStatsRequest,
     ) -> Result<PodSandboxStatsResponse, Status> {
         super::require("pod_sandbox_id", &request.pod_sandbox_id)?;
-        let handle = self
-            .context()
-            .sandboxes
-            .find(&request.pod_sandbox_id)?
-            .ok_or_else(|| {
-                Status::not_found(format!(
-                    "pod sandbox {:?} not found",
-                    request.pod_sandbox_id
-                ))
-            })?;
+        let handle = self.context().sandboxes.get(&request.pod_sandbox_id)?;
         let record = handle.lock().await.clone();
         Ok(PodSandboxStatsResponse {
             stats: Some(self.pod_sandbox_stats(&record).await),
@@ -70,7 +61,7 @@ impl CriService {
             },
             _ => None,
         };
-        let config = record.decode_config();
+        let config = record.config.clone();
         PodSandboxStats {
             attributes: Some(PodSandboxAttributes {
                 id: record.id.clone(),

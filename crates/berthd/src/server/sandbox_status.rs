@@ -17,12 +17,7 @@ impl CriService {
         request: PodSandboxStatusRequest,
     ) -> Result<PodSandboxStatusResponse, Status> {
         let sandboxes = &self.context().sandboxes;
-        let handle = sandboxes.find(&request.pod_sandbox_id)?.ok_or_else(|| {
-            Status::not_found(format!(
-                "pod sandbox {:?} not found",
-                request.pod_sandbox_id
-            ))
-        })?;
+        let handle = sandboxes.get(&request.pod_sandbox_id)?;
         let record = handle.lock().await.clone();
         let mut info = std::collections::HashMap::new();
         if request.verbose {
@@ -55,7 +50,7 @@ pub(super) fn cri_state(state: SandboxState) -> PodSandboxState {
 
 /// A record as CRI's `PodSandboxStatus`.
 pub(super) fn to_status(record: &SandboxRecord) -> PodSandboxStatus {
-    let config = record.decode_config();
+    let config = record.config.clone();
     let options = config
         .linux
         .as_ref()

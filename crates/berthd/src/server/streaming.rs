@@ -1,7 +1,7 @@
 //! What `Exec`, `Attach` and `PortForward` share: the stdio check, the
 //! running-container check, and the streaming server's errors as gRPC ones.
 
-use berth_shim_api::protocol::ShimStatus;
+use berth_shim_api::protocol::RunState;
 use berth_stream::TokenError;
 use tonic::Status;
 
@@ -14,7 +14,7 @@ impl CriService {
         let containers = &self.context().containers;
         let record = containers.get(id).await?;
         match containers.state(&record).await {
-            Some(state) if state.status == ShimStatus::Running => Ok(record.id),
+            Some(state) if state.status == RunState::Running => Ok(record.id),
             _ => Err(Status::failed_precondition(format!(
                 "container {id:?} is not running"
             ))),
