@@ -132,6 +132,19 @@ pub trait CgroupManager: Send + Sync {
 
     /// Whether `path` has child cgroups in any hierarchy.
     fn has_children(&self, path: &str) -> Result<bool, CgroupError>;
+
+    /// The hierarchies this host mounts.
+    fn layout(&self) -> Layout;
+
+    /// The directory of cgroup `path` in each hierarchy, whether it exists
+    /// or not (what a container's view of `/sys/fs/cgroup` is made from).
+    fn hierarchy_dirs(&self, path: &str) -> Result<Vec<PathBuf>, CgroupError>;
+
+    /// Where the stats files of cgroup `path` are.
+    fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError>;
+
+    /// Applies a resource update to the existing cgroup `path`.
+    fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError>;
 }
 
 /// How the cgroup file systems are laid out on this host.
@@ -321,6 +334,22 @@ impl CgroupfsManager {
 }
 
 impl CgroupManager for CgroupfsManager {
+    fn layout(&self) -> Layout {
+        CgroupfsManager::layout(self)
+    }
+
+    fn hierarchy_dirs(&self, path: &str) -> Result<Vec<PathBuf>, CgroupError> {
+        CgroupfsManager::hierarchy_dirs(self, path)
+    }
+
+    fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError> {
+        CgroupfsManager::stats_dirs(self, path)
+    }
+
+    fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
+        CgroupfsManager::update(self, path, update)
+    }
+
     fn ensure_parent(&self, parent: &str) -> Result<bool, CgroupError> {
         let rel = relative(parent)?;
         if rel.is_empty() {

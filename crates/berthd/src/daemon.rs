@@ -22,11 +22,13 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::cgroup_driver::{self, RealHost};
 use crate::config::{Config, ConfigSource};
+use crate::container::host::{OverlayMounts, ShimProcesses};
 use crate::container::store::ContainerStore;
 use crate::container::ContainerManager;
 use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
 use crate::root_lock::{RootLock, RootLockError};
+use crate::sandbox::host::Pinns;
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
 use crate::server::instrument::RpcTraceLayer;
@@ -99,6 +101,10 @@ fn open_context(
         runtime_root: StateLayout::new(&config.state_dir).runtime_root(),
         shims_dir: StateLayout::new(&config.state_dir).shims(),
         shim: helper_binary("berth-shim"),
+        shims: Arc::new(ShimProcesses),
+        mounts: Arc::new(OverlayMounts),
+        // Container cgroups are read and updated as files under either
+        // driver (systemd made the scope; the files are the same).
         cgroups: cgroupfs,
         features: berth_spec::CgroupFeatures {
             v2: features.v2,
@@ -181,8 +187,13 @@ fn open_sandboxes(
         parents,
         driver,
         default_parent,
-        cni: CniConfig::new(config.cni.conf_dir.clone(), config.cni.bin_dirs.clone()),
-        pinns: helper_binary("berth-pinns"),
+        network: Arc::new(CniConfig::new(
+            config.cni.conf_dir.clone(),
+            config.cni.bin_dirs.clone(),
+        )),
+        namespaces: Arc::new(Pinns {
+            binary: helper_binary("berth-pinns"),
+        }),
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
         runtime_handlers: config.runtime_handlers.clone(),
         cgroup_lock: std::sync::Mutex::new(()),

@@ -11,6 +11,8 @@ pub mod cpu_rate;
 pub mod daemon;
 pub mod disk_usage;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod fakes;
 pub mod ids;
 pub mod layout;
 pub mod listener;

@@ -124,8 +124,13 @@ impl Runtime {
                 .expect("tracker"),
             driver: berth_cgroups::Driver::Cgroupfs,
             default_parent: "/berth".into(),
-            cni: berth_network::cni::CniConfig::new(tmp.path().join("cni"), vec![]),
-            pinns: PathBuf::from("/nonexistent"),
+            network: Arc::new(berth_network::cni::CniConfig::new(
+                tmp.path().join("cni"),
+                vec![],
+            )),
+            namespaces: Arc::new(berthd::sandbox::host::Pinns {
+                binary: PathBuf::from("/nonexistent"),
+            }),
             ns_dir: tmp.path().join("ns"),
             cgroup_lock: std::sync::Mutex::new(()),
             runtime_handlers: vec![],
@@ -142,6 +147,8 @@ impl Runtime {
             runtime_root: tmp.path().join("runtime"),
             shims_dir: tmp.path().join("shims"),
             shim: shim_binary(),
+            shims: Arc::new(berthd::container::host::ShimProcesses),
+            mounts: Arc::new(berthd::container::host::OverlayMounts),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
             features: berth_spec::CgroupFeatures::default(),
         });

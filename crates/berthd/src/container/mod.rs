@@ -4,6 +4,9 @@
 
 pub mod cgroup_view;
 mod error;
+pub mod host;
+#[cfg(test)]
+mod lifecycle_tests;
 pub mod resources;
 pub mod rootfs;
 pub mod shim;
@@ -24,6 +27,7 @@ use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 
 pub use self::error::ContainerError;
+use self::host::{RootfsMounts, Shims};
 use self::rootfs::RootfsPaths;
 use self::shim::ShimLaunch;
 use self::store::{ContainerRecord, ContainerStore};
@@ -44,8 +48,12 @@ pub struct ContainerManager {
     /// Where each shim keeps its socket, pid and exit files.
     pub shims_dir: PathBuf,
     pub shim: PathBuf,
-    /// For resource updates of running containers.
-    pub cgroups: Arc<berth_cgroups::CgroupfsManager>,
+    /// Starts shims and talks to them.
+    pub shims: Arc<dyn Shims>,
+    /// The overlay mounts of root filesystems.
+    pub mounts: Arc<dyn RootfsMounts>,
+    /// For each container's cgroup view and resource updates.
+    pub cgroups: Arc<dyn berth_cgroups::CgroupManager>,
     /// What the host's cgroups offer, read at start-up.
     pub features: CgroupFeatures,
 }
@@ -170,7 +178,7 @@ impl ContainerManager {
             .map(|layer| self.images.layer_path(&layer.diff_id))
             .collect::<Result<Vec<_>, _>>()?;
         let paths = RootfsPaths::new(&layer_dir, &bundle);
-        rootfs::mount_rootfs(&layers, &paths)?;
+        self.mounts.mount(&layers, &paths)?;
         undo.rootfs = Some(paths.clone());
 
         // The OCI spec.
@@ -235,19 +243,21 @@ impl ContainerManager {
             berth_spec::stop_signal(&config, &image_view).unwrap_or(Signal::SIGTERM as i32);
 
         undo.shim_dir = Some(shim_dir.clone());
-        let pid = shim::launch(&ShimLaunch {
-            binary: &self.shim,
-            id,
-            bundle: &bundle,
-            state_root: &self.runtime_root,
-            dir: &shim_dir,
-            log: log_path.as_deref(),
-            tty: config.tty,
-            stdin: config.stdin,
-            stdin_once: config.stdin_once,
-            kept_log: &shim_log::kept_path(&sandbox.dir, id),
-        })
-        .await?;
+        let pid = self
+            .shims
+            .launch(&ShimLaunch {
+                binary: &self.shim,
+                id,
+                bundle: &bundle,
+                state_root: &self.runtime_root,
+                dir: &shim_dir,
+                log: log_path.as_deref(),
+                tty: config.tty,
+                stdin: config.stdin,
+                stdin_once: config.stdin_once,
+                kept_log: &shim_log::kept_path(&sandbox.dir, id),
+            })
+            .await?;
 
         let record = ContainerRecord {
             id: id.to_string(),
@@ -327,7 +337,7 @@ impl ContainerManager {
                 target_id: target.id,
             });
         }
-        match shim::state(&target.shim_dir).await {
+        match self.shims.state(&target.shim_dir).await {
             Some(state) if state.status == RunState::Running => Ok(u32::try_from(state.pid).ok()),
             _ => Err(ContainerError::TargetNotRunning {
                 target_id: target.id,
@@ -337,19 +347,24 @@ impl ContainerManager {
 
     async fn undo(&self, undo: Undo) {
         if let Some(dir) = &undo.shim_dir {
-            let _ = shim::call(
-                dir,
-                Request::Kill {
-                    signal: SignalArg::Number(Signal::SIGKILL as i32),
-                    all: true,
-                },
-                Duration::ZERO,
-            )
-            .await;
-            let _ = shim::call(dir, Request::Shutdown, Duration::ZERO).await;
+            let _ = self
+                .shims
+                .call(
+                    dir,
+                    Request::Kill {
+                        signal: SignalArg::Number(Signal::SIGKILL as i32),
+                        all: true,
+                    },
+                    Duration::ZERO,
+                )
+                .await;
+            let _ = self
+                .shims
+                .call(dir, Request::Shutdown, Duration::ZERO)
+                .await;
         }
         if let Some(paths) = &undo.rootfs {
-            if let Err(err) = rootfs::unmount_rootfs(paths) {
+            if let Err(err) = self.mounts.unmount(paths) {
                 tracing::warn!(error = %err, "undo: unmount rootfs");
             }
         }
@@ -364,7 +379,11 @@ impl ContainerManager {
     /// StartContainer.
     pub async fn start(&self, id: &str) -> Result<(), ContainerError> {
         let record = self.get(id).await?;
-        match shim::call(&record.shim_dir, Request::Start, Duration::ZERO).await {
+        match self
+            .shims
+            .call(&record.shim_dir, Request::Start, Duration::ZERO)
+            .await
+        {
             Ok(Response::Ok) => Ok(()),
             // The shim's log stays in its dir until RemoveContainer.
             Ok(Response::Error { message, .. }) => {
@@ -390,33 +409,40 @@ impl ContainerManager {
             return Ok(());
         };
         let record = handle.lock().await.clone();
-        if !is_running(&record).await {
+        if !self.is_running(&record).await {
             return Ok(());
         }
         if timeout > 0 {
-            let _ = shim::call(
+            let _ = self
+                .shims
+                .call(
+                    &record.shim_dir,
+                    Request::Kill {
+                        signal: SignalArg::Number(record.stop_signal),
+                        all: false,
+                    },
+                    Duration::ZERO,
+                )
+                .await;
+            if self
+                .wait_stopped(&record, Duration::from_secs(timeout as u64))
+                .await
+            {
+                return Ok(());
+            }
+        }
+        let _ = self
+            .shims
+            .call(
                 &record.shim_dir,
                 Request::Kill {
-                    signal: SignalArg::Number(record.stop_signal),
-                    all: false,
+                    signal: SignalArg::Number(Signal::SIGKILL as i32),
+                    all: true,
                 },
                 Duration::ZERO,
             )
             .await;
-            if wait_stopped(&record, Duration::from_secs(timeout as u64)).await {
-                return Ok(());
-            }
-        }
-        let _ = shim::call(
-            &record.shim_dir,
-            Request::Kill {
-                signal: SignalArg::Number(Signal::SIGKILL as i32),
-                all: true,
-            },
-            Duration::ZERO,
-        )
-        .await;
-        if wait_stopped(&record, Duration::from_secs(10)).await {
+        if self.wait_stopped(&record, Duration::from_secs(10)).await {
             Ok(())
         } else {
             Err(ContainerError::DidNotStop { id: record.id })
@@ -435,8 +461,12 @@ impl ContainerManager {
         if !self.store.contains(&record.id) {
             return Ok(());
         }
-        let _ = shim::call(&record.shim_dir, Request::Shutdown, Duration::ZERO).await;
-        rootfs::unmount_rootfs(&RootfsPaths::new(&record.layer_dir, &record.bundle))?;
+        let _ = self
+            .shims
+            .call(&record.shim_dir, Request::Shutdown, Duration::ZERO)
+            .await;
+        self.mounts
+            .unmount(&RootfsPaths::new(&record.layer_dir, &record.bundle))?;
         let mut trashed = Vec::new();
         for dir in [&record.bundle, &record.layer_dir, &record.shim_dir] {
             match trash::discard(dir).await {
@@ -474,7 +504,11 @@ impl ContainerManager {
             timeout_s,
             max_output_bytes: None,
         });
-        match shim::call(&record.shim_dir, request, Duration::from_secs(timeout_s)).await {
+        match self
+            .shims
+            .call(&record.shim_dir, request, Duration::from_secs(timeout_s))
+            .await
+        {
             Ok(Response::Exec(result)) => Ok(result),
             Ok(Response::Error { message, .. }) => Err(ContainerError::ExecRefused {
                 id: record.id,
@@ -520,10 +554,14 @@ impl ContainerManager {
     /// ReopenContainerLog.
     pub async fn reopen_log(&self, id: &str) -> Result<(), ContainerError> {
         let record = self.get(id).await?;
-        if !is_running(&record).await {
+        if !self.is_running(&record).await {
             return Err(ContainerError::NotRunning { id: record.id });
         }
-        match shim::call(&record.shim_dir, Request::ReopenLog, Duration::ZERO).await {
+        match self
+            .shims
+            .call(&record.shim_dir, Request::ReopenLog, Duration::ZERO)
+            .await
+        {
             Ok(Response::Ok) => Ok(()),
             Ok(other) => Err(shim_answer(&record, &other)),
             Err(err) => Err(shim_unreachable(&record, err)),
@@ -532,7 +570,7 @@ impl ContainerManager {
 
     /// The live state of a container.
     pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
-        shim::state(&record.shim_dir).await
+        self.shims.state(&record.shim_dir).await
     }
 
     /// The container `id` names (full id or unique prefix).
@@ -566,28 +604,28 @@ impl ContainerManager {
         }
         records
     }
-}
 
-async fn is_running(record: &ContainerRecord) -> bool {
-    matches!(shim::state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
-}
+    async fn is_running(&self, record: &ContainerRecord) -> bool {
+        matches!(self.shims.state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
+    }
 
-/// Polls the shim until the container is no longer running. The interval
-/// starts at 1 ms and doubles up to 50 ms: most containers exit within a few
-/// ms of their stop signal, and a fixed 50 ms made every StopContainer last
-/// at least that long.
-async fn wait_stopped(record: &ContainerRecord, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut interval = Duration::from_millis(1);
-    loop {
-        if !is_running(record).await {
-            return true;
+    /// Polls the shim until the container is no longer running. The interval
+    /// starts at 1 ms and doubles up to 50 ms: most containers exit within a few
+    /// ms of their stop signal, and a fixed 50 ms made every StopContainer last
+    /// at least that long.
+    async fn wait_stopped(&self, record: &ContainerRecord, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut interval = Duration::from_millis(1);
+        loop {
+            if !self.is_running(record).await {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(interval).await;
+            interval = (interval * 2).min(Duration::from_millis(50));
         }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(interval).await;
-        interval = (interval * 2).min(Duration::from_millis(50));
     }
 }
 

@@ -3,6 +3,9 @@
 //! so a failed run leaves no namespace, mount, cgroup or IP behind.
 
 mod error;
+pub mod host;
+#[cfg(test)]
+pub(crate) mod lifecycle_tests;
 pub mod namespaces;
 pub mod process;
 pub mod store;
@@ -11,11 +14,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 pub use self::error::SandboxError;
+use self::host::{PodNamespaces, PodNetworks};
 use self::namespaces::PinRequest;
 use self::store::{SandboxRecord, SandboxState, SandboxStore};
 use crate::clock::now_nanos;
 use berth_cgroups::{CgroupManager, Driver, ParentTracker};
-use berth_network::cni::{CniConfig, NetworkConfigList, PodNetwork, PortMapping};
+use berth_network::cni::{NetworkConfigList, PodNetwork, PortMapping};
 use cri_api::v1::{NamespaceMode, PodSandboxConfig, Protocol};
 
 /// kubelet gives sandboxes this oom_score_adj (containerd's value); it is
@@ -32,8 +36,10 @@ pub struct SandboxManager {
     pub parents: ParentTracker,
     pub driver: Driver,
     pub default_parent: String,
-    pub cni: CniConfig,
-    pub pinns: PathBuf,
+    /// CNI: the pod network.
+    pub network: Arc<dyn PodNetworks>,
+    /// berth-pinns and mounts: the pod's namespaces and /dev/shm.
+    pub namespaces: Arc<dyn PodNamespaces>,
     /// Where namespaces are pinned: `<state_dir>/ns/<sandbox id>/<kind>`.
     pub ns_dir: PathBuf,
     /// Held while creating a sandbox cgroup under a parent, and while
@@ -50,6 +56,9 @@ pub struct SandboxManager {
 #[derive(Default)]
 struct Undo {
     name: Option<(String, String)>,
+    /// The parent was ensured: a parent berth created for this pod alone
+    /// goes with it.
+    parent: bool,
     cgroup: Option<String>,
     dir: Option<PathBuf>,
     ns_dir: Option<PathBuf>,
@@ -143,6 +152,7 @@ impl SandboxManager {
                     parent: location.parent_path.clone(),
                     source: Box::new(source),
                 })?;
+            undo.parent = true;
             self.cgroups
                 .create(&location.path)
                 .map_err(|source| SandboxError::Cgroup {
@@ -172,11 +182,14 @@ impl SandboxManager {
             sysctls: namespaces::check_sysctls(&linux.sysctls, network_mode, ipc_mode)?,
             infra_root: dir.join("root"),
         };
-        let pinned = namespaces::pin(&self.pinns, &request).await?;
+        let pinned = self.namespaces.pin(&request).await?;
         undo.pins = pinned.namespaces.values().cloned().collect();
         let infra = match pinned.infra_pid {
             Some(pid) => {
-                let infra = process::identify(pid).ok_or(SandboxError::InfraVanished { pid })?;
+                let infra = self
+                    .namespaces
+                    .identify(pid)
+                    .ok_or(SandboxError::InfraVanished { pid })?;
                 undo.infra = Some(infra.clone());
                 self.cgroups
                     .add_process(&location.path, pid)
@@ -184,7 +197,8 @@ impl SandboxManager {
                         path: location.path.clone(),
                         source: Box::new(source),
                     })?;
-                process::clamp_oom_score_adj(pid, SANDBOX_OOM_SCORE_ADJ);
+                self.namespaces
+                    .clamp_oom_score_adj(pid, SANDBOX_OOM_SCORE_ADJ);
                 Some(infra)
             }
             None => None,
@@ -192,7 +206,7 @@ impl SandboxManager {
 
         let shm = if ipc_mode != NamespaceMode::Node {
             let shm = dir.join("shm");
-            namespaces::mount_shm(&shm, SHM_SIZE)?;
+            self.namespaces.mount_shm(&shm, SHM_SIZE)?;
             undo.shm = Some(shm.clone());
             Some(shm)
         } else {
@@ -211,7 +225,7 @@ impl SandboxManager {
                 .ok_or(SandboxError::NetnsNotPinned)?;
             let (raw, network) = self.load_network()?;
             let pod = self.pod_network(id, &config, &netns);
-            self.cni
+            self.network
                 .loopback_up(&netns)
                 .await
                 .map_err(|source| SandboxError::Loopback {
@@ -219,7 +233,7 @@ impl SandboxManager {
                     source: Box::new(source),
                 })?;
             let result =
-                self.cni
+                self.network
                     .add(&network, &pod)
                     .await
                     .map_err(|source| SandboxError::CniAdd {
@@ -261,18 +275,18 @@ impl SandboxManager {
     /// Reverses whatever a failed run did, in reverse order.
     async fn undo(&self, undo: Undo) {
         if let Some((network, pod)) = &undo.network {
-            if let Err(err) = self.cni.del(network, pod, None).await {
+            if let Err(err) = self.network.del(network, pod, None).await {
                 tracing::warn!(sandbox = %pod.sandbox_id, error = %err, "undo: CNI DEL");
             }
         }
         if let Some(shm) = &undo.shm {
-            namespaces::unmount(shm);
+            self.namespaces.unmount(shm);
         }
         if let Some(infra) = &undo.infra {
-            process::kill_and_wait(infra).await;
+            self.namespaces.kill_and_wait(infra).await;
         }
         for pin in &undo.pins {
-            namespaces::unmount(pin);
+            self.namespaces.unmount(pin);
         }
         if let Some(ns_dir) = &undo.ns_dir {
             let _ = std::fs::remove_dir(ns_dir);
@@ -280,12 +294,16 @@ impl SandboxManager {
         if let Some(dir) = &undo.dir {
             let _ = std::fs::remove_dir_all(dir);
         }
-        if let Some(path) = &undo.cgroup {
+        if undo.parent || undo.cgroup.is_some() {
             let _cgroups = self.lock_cgroups();
-            if let Err(err) = self.cgroups.remove(path) {
-                tracing::warn!(cgroup = %path, error = %err, "undo: remove cgroup");
+            if let Some(path) = &undo.cgroup {
+                if let Err(err) = self.cgroups.remove(path) {
+                    tracing::warn!(cgroup = %path, error = %err, "undo: remove cgroup");
+                }
             }
-            let _ = self.parents.remove_unused_parents();
+            if let Err(err) = self.parents.remove_unused_parents() {
+                tracing::warn!(error = %err, "undo: remove unused cgroup parents");
+            }
         }
         if let Some((name, id)) = &undo.name {
             self.store.release_name(name, id);
@@ -304,7 +322,7 @@ impl SandboxManager {
             return Ok(());
         }
         if let Some(infra) = &record.infra {
-            process::kill_and_wait(infra).await;
+            self.namespaces.kill_and_wait(infra).await;
         }
         if record.network_attached {
             self.detach_network(&record).await?;
@@ -326,7 +344,7 @@ impl SandboxManager {
                 })?;
         let netns = record.namespaces.get("net").cloned().unwrap_or_default();
         let pod = self.pod_network(&record.id, &record.config.clone(), &netns);
-        self.cni
+        self.network
             .del(&network, &pod, record.cni_result.as_ref())
             .await
             .map_err(|source| SandboxError::CniDel {
@@ -348,10 +366,10 @@ impl SandboxManager {
             return Ok(());
         }
         if let Some(shm) = &record.shm {
-            namespaces::unmount(shm);
+            self.namespaces.unmount(shm);
         }
         for pin in record.namespaces.values() {
-            namespaces::unmount(pin);
+            self.namespaces.unmount(pin);
         }
         // Pods with only host namespaces have no pins, but still the dir.
         let _ = std::fs::remove_dir(self.ns_dir.join(&record.id));
@@ -399,12 +417,12 @@ impl SandboxManager {
 
     /// Reads the first CNI config: its raw text (kept for DEL) and parsed form.
     fn load_network(&self) -> Result<(String, NetworkConfigList), SandboxError> {
-        let files = berth_network::cni::config_files(&self.cni.conf_dir)
+        let files = berth_network::cni::config_files(self.network.conf_dir())
             .map_err(|err| SandboxError::NetworkNotReady(err.to_string()))?;
         let file = files.first().ok_or_else(|| {
             SandboxError::NetworkNotReady(format!(
                 "no CNI config in {}",
-                self.cni.conf_dir.display()
+                self.network.conf_dir().display()
             ))
         })?;
         let raw = std::fs::read_to_string(file)

@@ -40,7 +40,7 @@ impl CriService {
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let reading = read_cgroup(&cgroups, cgroup.as_deref());
+            let reading = read_cgroup(cgroups.as_ref(), cgroup.as_deref());
             let layer = disk_usage(&upper).ok();
             (reading, layer, now_nanos())
         })
@@ -113,7 +113,10 @@ impl CriService {
 }
 
 /// Reads the cgroup at `path` now; no path or no cgroup is no stats.
-pub(super) fn read_cgroup(cgroups: &berth_cgroups::CgroupfsManager, path: Option<&str>) -> Reading {
+pub(super) fn read_cgroup(
+    cgroups: &dyn berth_cgroups::CgroupManager,
+    path: Option<&str>,
+) -> Reading {
     let stats = path
         .and_then(|path| cgroups.stats_dirs(path).ok())
         .and_then(|dirs| berth_cgroups::stats::read(&dirs).ok());

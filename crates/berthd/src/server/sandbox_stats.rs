@@ -98,7 +98,7 @@ impl CriService {
             let mut sum: Option<CgroupStats> = None;
             let mut at = now_nanos();
             for path in &paths {
-                let reading = read_cgroup(&cgroups, Some(path));
+                let reading = read_cgroup(cgroups.as_ref(), Some(path));
                 at = reading.at;
                 if let Some(stats) = reading.stats {
                     sum.get_or_insert_with(CgroupStats::default)
