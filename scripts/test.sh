@@ -13,6 +13,12 @@ bash scripts/install-deps.sh
 
 echo "== cargo build" >&2
 cargo build --workspace --locked
+# Style and lints fail the run before the slow stages: unformatted code or
+# any clippy warning (the workspace lints included) is an error.
+echo "== cargo fmt --check" >&2
+cargo fmt --all --check
+echo "== cargo clippy" >&2
+cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test" >&2
 cargo test --workspace --locked
 

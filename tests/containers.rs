@@ -10,6 +10,8 @@
 //! this test, processes in the test's own cgroups, the cgroups, mounts under
 //! the temp dir, and the bridge.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -8,6 +8,8 @@
 //! Each test starts its own berthd, registry and CNI network, as in
 //! `tests/containers.rs`.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 use berth_tests::pods::{container_config, with_pid, Harness};

@@ -3,6 +3,8 @@
 //! of the shim's log), and that log is kept with the pod sandbox until the
 //! sandbox is removed.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 
 use berth_tests::pods::{container_config, Harness};

@@ -1,5 +1,7 @@
 //! Start-up and shutdown of a real berthd: config errors, the socket, signals.
 
+#![forbid(unsafe_code)]
+
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use berth_tests::{Berthd, Sandbox};

@@ -7,6 +7,8 @@
 //!
 //! Harness, image and clean-up as in tests/containers.rs (support/pods.rs).
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use berth_tests::pods::{container_config, Harness, SETTLE};

@@ -6,6 +6,8 @@
 //! The harness is the shared pod harness (tests/support/pods.rs): its own
 //! berthd, registry, CNI bridge and cgroup parents, removed by a guard.
 
+#![forbid(unsafe_code)]
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,8 @@
 //! temporary socket with its own state directories, and connect CRI clients
 //! to it.
 
+#![forbid(unsafe_code)]
+
 pub mod host;
 pub mod pods;
 pub mod registry;
