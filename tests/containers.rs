@@ -10,8 +10,6 @@
 //! this test, processes in the test's own cgroups, the cgroups, mounts under
 //! the temp dir, and the bridge.
 
-#![forbid(unsafe_code)]
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -51,7 +49,7 @@ fn log_file(pod_config: &PodSandboxConfig, status: &ContainerStatus) -> PathBuf 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pid_target_debug_container_sees_the_target_processes() {
-    let harness = Harness::start(1).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("target", NamespaceMode::Container).await;
 
@@ -199,7 +197,7 @@ async fn pid_target_debug_container_sees_the_target_processes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn containers_survive_a_berthd_sigkill() {
-    let mut harness = Harness::start(2).await;
+    let mut harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("survivor", NamespaceMode::Pod).await;
 
@@ -350,7 +348,7 @@ fn memory_limit_of(pid: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn update_resources_reach_the_cgroup_and_the_status() {
-    let harness = Harness::start(3).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("update", NamespaceMode::Container).await;
     let mut config = container_config("app", &image, &["/bin/sleep", "1000"]);

@@ -3,8 +3,6 @@
 //! of the shim's log), and that log is kept with the pod sandbox until the
 //! sandbox is removed.
 
-#![forbid(unsafe_code)]
-
 use std::path::PathBuf;
 
 use berth_tests::pods::{container_config, Harness};
@@ -12,7 +10,7 @@ use cri_api::v1::{Mount, NamespaceMode};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_container_that_cannot_be_created_says_why() {
-    let harness = Harness::start(15).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("broken", NamespaceMode::Container).await;
 

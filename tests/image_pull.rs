@@ -2,8 +2,6 @@
 //! docker-registry (tests/support/registry.rs) and its own berthd, pushes
 //! content built byte for byte, and pulls it through CRI `PullImage`.
 
-#![forbid(unsafe_code)]
-
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,5 @@
 //! Version, Status and RuntimeConfig over gRPC against a real berthd.
 
-#![forbid(unsafe_code)]
-
 use berth_tests::Berthd;
 use cri_api::v1::{
     CgroupDriver, CheckpointContainerRequest, ImageFsInfoRequest, RuntimeConfigRequest,

@@ -10,8 +10,6 @@
 //! left: pods (through berthd), processes in the test's own cgroups, the
 //! cgroups, mounts under the temp dir, and the bridge.
 
-#![forbid(unsafe_code)]
-
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::MetadataExt;

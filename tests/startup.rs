@@ -1,7 +1,5 @@
 //! Start-up and shutdown of a real berthd: config errors, the socket, signals.
 
-#![forbid(unsafe_code)]
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use berth_tests::{Berthd, Sandbox};

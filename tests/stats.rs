@@ -7,8 +7,6 @@
 //!
 //! Harness, image and clean-up as in tests/containers.rs (support/pods.rs).
 
-#![forbid(unsafe_code)]
-
 use std::time::{Duration, Instant};
 
 use berth_tests::pods::{container_config, Harness, SETTLE};
@@ -41,7 +39,7 @@ fn value(value: &Option<cri_api::v1::UInt64Value>) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_busy_container_shows_its_memory_and_cpu() {
-    let harness = Harness::start(1).await;
+    let harness = Harness::start().await;
     let (pod, pod_config) = harness.run_pod("stats", NamespaceMode::Container).await;
     let config = container_config(
         "filler",
@@ -161,7 +159,7 @@ async fn next_event_for(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lifecycle_events_arrive_in_order() {
-    let harness = Harness::start(2).await;
+    let harness = Harness::start().await;
     let mut events = harness
         .client()
         .await

@@ -196,7 +196,11 @@ pub struct Harness {
 impl Harness {
     /// Starts berthd (cgroupfs), a registry with the busybox image, writes
     /// the CNI network and pulls the image through CRI.
-    pub async fn start(n: u32) -> Self {
+    pub async fn start() -> Self {
+        // Unique across the test binary: it names the bridge, subnet and
+        // cgroup root of this harness.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cgroup_root = format!("/berth-ct-{}-{n}", pid());
         let config = format!(
             "cgroup_driver = \"cgroupfs\"\ndefault_cgroup_parent = \"{cgroup_root}/default\"\n"
