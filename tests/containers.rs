@@ -2,13 +2,12 @@
 //! Debian busybox, pushed to a local registry and pulled through CRI, then
 //! run in pod sandboxes.
 //!
-//! Each test starts its own berthd, registry and CNI network (a bridge
-//! named `bc<pid % 1000>x<n>`, the subnet `10.<150 + pid % 50>.<n>.0/24`,
-//! a host-local `dataDir` inside the test's temp dir) and uses cgroup
-//! parents under `/berth-ct-<pid>-<n>`. A [`Harness`] guard removes what a
-//! failed test left: pods (through berthd), the shims berthd started for
-//! this test, processes in the test's own cgroups, the cgroups, mounts under
-//! the temp dir, and the bridge.
+//! Each test starts its own berthd, registry and CNI network on a node of
+//! its own (`support/node.rs`: bridge, subnet and cgroup root named after the
+//! test binary's pid and a counter); the node's guard removes what a failed
+//! test left: pods (through berthd), the shims berthd started for this test,
+//! processes in the test's own cgroups, the cgroups, mounts under the temp
+//! dir, and the bridge.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod host;
+pub mod node;
 pub mod pods;
 pub mod registry;
 
