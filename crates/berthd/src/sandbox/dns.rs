@@ -37,7 +37,13 @@ pub(super) fn write_dns_files(
                 &dns_config.options,
             )
         }
-        _ => dns::host_resolv_conf().unwrap_or_default(),
+        // The host's, as kubelet's dnsPolicy Default means. A host without
+        // one gives an empty file; any other failure is the pod's error.
+        _ => match dns::host_resolv_conf() {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(err) => return Err(SandboxError::io("reading the host's resolv.conf", err)),
+        },
     };
     for (name, contents) in [
         ("hostname", dns::hostname_file(hostname)),
