@@ -3,7 +3,7 @@
 # markdown table: containerd, berth and berth/containerd for every metric.
 #
 #   scripts/bench.sh --quick     CI-sized, a few minutes
-#   scripts/bench.sh             full mode (the README's Performance table)
+#   scripts/bench.sh             full mode (the tables in PERFORMANCE.md)
 #   options: --keep (keep the work dir with logs and raw records)
 #
 # Both runtimes run at once, each with its own socket and dirs, the same CNI

@@ -15,6 +15,12 @@ bash scripts/install-deps.sh
 
 echo "== cargo build" >&2
 cargo build --workspace --locked
+# Style and lints fail the run before the slow stages: unformatted code or
+# any clippy warning (the workspace lints included) is an error.
+echo "== cargo fmt --check" >&2
+cargo fmt --all --check
+echo "== cargo clippy" >&2
+cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test" >&2
 cargo test --workspace --locked
 
@@ -37,8 +43,9 @@ if [[ "${BERTH_K8S_STAGE:-1}" != 0 ]]; then
 fi
 
 # Every real node runs systemd on cgroup v2; this machine does not. The
-# real-node stage runs berth in such a guest VM (see README): node checks
-# and a focused critest subset (scripts/vm/stage.sh --full runs it all).
+# real-node stage runs berth in such a guest VM (see README): node checks,
+# a focused critest subset and the Kubernetes stage's node, static-pod and
+# debug-target scenarios (scripts/vm/stage.sh --full runs all of both).
 # BERTH_VM_STAGE=0 leaves it out while developing.
 if [[ "${BERTH_VM_STAGE:-1}" != 0 ]]; then
   echo "== real-node stage (systemd + cgroup v2 guest)" >&2

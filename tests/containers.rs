@@ -2,13 +2,12 @@
 //! Debian busybox, pushed to a local registry and pulled through CRI, then
 //! run in pod sandboxes.
 //!
-//! Each test starts its own berthd, registry and CNI network (a bridge
-//! named `bc<pid % 1000>x<n>`, the subnet `10.<150 + pid % 50>.<n>.0/24`,
-//! a host-local `dataDir` inside the test's temp dir) and uses cgroup
-//! parents under `/berth-ct-<pid>-<n>`. A [`Harness`] guard removes what a
-//! failed test left: pods (through berthd), the shims berthd started for
-//! this test, processes in the test's own cgroups, the cgroups, mounts under
-//! the temp dir, and the bridge.
+//! Each test starts its own berthd, registry and CNI network on a node of
+//! its own (`support/node.rs`: bridge, subnet and cgroup root named after the
+//! test binary's pid and a counter); the node's guard removes what a failed
+//! test left: pods (through berthd), the shims berthd started for this test,
+//! processes in the test's own cgroups, the cgroups, mounts under the temp
+//! dir, and the bridge.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -49,7 +48,7 @@ fn log_file(pod_config: &PodSandboxConfig, status: &ContainerStatus) -> PathBuf 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pid_target_debug_container_sees_the_target_processes() {
-    let harness = Harness::start(1).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("target", NamespaceMode::Container).await;
 
@@ -197,7 +196,7 @@ async fn pid_target_debug_container_sees_the_target_processes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn containers_survive_a_berthd_sigkill() {
-    let mut harness = Harness::start(2).await;
+    let mut harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("survivor", NamespaceMode::Pod).await;
 
@@ -348,7 +347,7 @@ fn memory_limit_of(pid: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn update_resources_reach_the_cgroup_and_the_status() {
-    let harness = Harness::start(3).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("update", NamespaceMode::Container).await;
     let mut config = container_config("app", &image, &["/bin/sleep", "1000"]);

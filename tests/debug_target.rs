@@ -128,7 +128,7 @@ fn attempt(mut config: ContainerConfig, attempt: u32) -> ContainerConfig {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pid_target_on_a_target_that_ran_many_processes() {
-    let harness = Harness::start(11).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("busy", NamespaceMode::Container).await;
     let app = start_running(
@@ -149,7 +149,7 @@ async fn pid_target_on_a_target_that_ran_many_processes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pid_target_on_a_restarted_target() {
-    let harness = Harness::start(12).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("restarted", NamespaceMode::Container).await;
 
@@ -194,7 +194,7 @@ async fn pid_target_on_a_restarted_target() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_container_recreated_in_a_shared_pid_pod() {
-    let harness = Harness::start(13).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("shared", NamespaceMode::Pod).await;
     let in_pod = |config| with_pid(config, NamespaceMode::Pod, "");
@@ -230,7 +230,7 @@ async fn a_container_recreated_in_a_shared_pid_pod() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_privileged_ephemeral_container_is_judged_by_the_requests_sandbox_config() {
-    let harness = Harness::start(14).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("sysadmin", NamespaceMode::Container).await;
     let app = start_running(

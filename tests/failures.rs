@@ -10,7 +10,7 @@ use cri_api::v1::{Mount, NamespaceMode};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_container_that_cannot_be_created_says_why() {
-    let harness = Harness::start(15).await;
+    let harness = Harness::start().await;
     let image = harness.image.clone();
     let (pod, pod_cfg) = harness.run_pod("broken", NamespaceMode::Container).await;
 

@@ -40,7 +40,7 @@ async fn runtime_config_reports_cgroupfs_when_configured() {
 async fn runtime_config_auto_follows_the_host() {
     // This machine's PID 1 is not systemd, so `auto` means cgroupfs here; on
     // a systemd host the same test expects systemd.
-    let expected = if std::path::Path::new("/run/systemd/system").is_dir() {
+    let expected = if berth_cgroups::systemd_booted() {
         CgroupDriver::Systemd
     } else {
         CgroupDriver::Cgroupfs

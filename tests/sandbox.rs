@@ -3,12 +3,10 @@
 //! host-local, portmap), the DNS files, and that every stop, removal and
 //! failure leaves nothing behind.
 //!
-//! Each test starts its own berthd with its own CNI network: a bridge named
-//! `bt<pid % 1000>x<n>`, the subnet `10.<200 + pid % 50>.<n>.0/24`, a
-//! host-local `dataDir` inside the test's temp dir, and cgroup parents under
-//! `/berth-it-<pid>-<n>`. A [`Harness`] guard removes what a failed test
-//! left: pods (through berthd), processes in the test's own cgroups, the
-//! cgroups, mounts under the temp dir, and the bridge.
+//! Each test runs on a node of its own (`support/node.rs`, the harness the
+//! container tests share): berthd, a bridge + host-local + portmap network,
+//! cgroup parents under the node's root, and a guard that removes what a
+//! failed test left.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr};
@@ -18,10 +16,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use berth_tests::host::{
-    cgroup_hierarchies, cgroup_subtree, clear_cgroup_tree, delete_link, log_tail, mount_points,
-    mounts_under, read_procs, unmount_all_under,
+    cgroup_hierarchies, cgroup_subtree, log_tail, mount_points, mounts_under, read_procs,
 };
-use berth_tests::Berthd;
+use berth_tests::node::Node;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use cri_api::v1::{
     DnsConfig, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, ListPodSandboxRequest,
@@ -218,45 +215,34 @@ fn run_request(config: PodSandboxConfig) -> RunPodSandboxRequest {
 // ---------------------------------------------------------------------------
 
 struct Harness {
-    n: u32,
-    bridge: String,
-    net_name: String,
-    /// The first three octets of the test's /24, e.g. `10.231.5`.
-    prefix: String,
-    /// Cgroup roots this test uses; the guard empties and removes them.
-    cgroup_roots: Vec<String>,
-    berthd: Berthd,
+    node: Node,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut Node {
+        &mut self.node
+    }
 }
 
 impl Harness {
-    /// Starts berthd (cgroupfs driver) and writes the bridge + portmap
-    /// network into its CNI config dir.
-    fn start(n: u32) -> Self {
-        let root = format!("/berth-it-{}-{n}", pid());
-        let config =
-            format!("cgroup_driver = \"cgroupfs\"\ndefault_cgroup_parent = \"{root}/default\"\n");
-        let berthd = Berthd::start(&config);
-        let harness = Self {
-            n,
-            bridge: format!("bt{}x{n}", pid() % 1000),
-            net_name: format!("berth-it-{n}"),
-            prefix: format!("10.{}.{n}", 200 + pid() % 50),
-            cgroup_roots: vec![root.clone(), format!("{root}-pre")],
-            berthd,
-        };
-        assert!(harness.bridge.len() <= 15);
-        harness.write_network(harness.default_range(), portmap_plugin());
-        harness
+    /// Starts berthd on a node of its own with the bridge + portmap network.
+    fn start() -> Self {
+        Self {
+            node: Node::start(&[portmap_plugin()]),
+        }
     }
 
     /// The cgroup root berth creates for this test.
     fn cgroup_root(&self) -> &str {
-        &self.cgroup_roots[0]
-    }
-
-    /// A cgroup root the test creates itself before berth sees it.
-    fn preexisting_root(&self) -> &str {
-        &self.cgroup_roots[1]
+        &self.node.cgroup_root
     }
 
     fn parent(&self, name: &str) -> String {
@@ -267,45 +253,13 @@ impl Harness {
         self.berthd.sandbox.state()
     }
 
-    fn ipam_dir(&self) -> PathBuf {
-        self.berthd.sandbox.dir.path().join("ipam")
-    }
-
     fn host_port(&self, k: u32) -> i32 {
         (20000 + (pid() % 1000) * 16 + self.n * 4 + k) as i32
     }
 
-    fn default_range(&self) -> Value {
-        json!({"subnet": format!("{}.0/24", self.prefix)})
-    }
-
-    /// Writes the test's only CNI config: bridge (host-local IPAM on
-    /// `range`) then `second`.
+    /// Replaces the test's network: the bridge on `range`, then `second`.
     fn write_network(&self, range: Value, second: Value) {
-        let conflist = json!({
-            "cniVersion": "1.0.0",
-            "name": self.net_name,
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": self.bridge,
-                    "isGateway": true,
-                    "ipMasq": false,
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[range]],
-                        "dataDir": self.ipam_dir(),
-                    },
-                },
-                second,
-            ],
-        });
-        let dir = self.berthd.sandbox.cni_conf_dir();
-        std::fs::create_dir_all(&dir).expect("CNI conf dir");
-        let file = dir.join("10-berth-it.conflist");
-        let tmp = dir.join(".10-berth-it.conflist.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&conflist).unwrap()).expect("conflist");
-        std::fs::rename(&tmp, &file).expect("conflist rename");
+        self.node.write_network(range, &[second]);
     }
 
     /// The IPs host-local holds for this test's network.
@@ -468,22 +422,6 @@ fn portmap_plugin() -> Value {
     json!({"type": "portmap", "capabilities": {"portMappings": true}})
 }
 
-impl Drop for Harness {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("berthd log (last lines):\n{}", log_tail(&self.berthd));
-            self.berthd.remove_all_pods_blocking();
-        }
-        // Whatever is left in this test's own cgroups was started for it.
-        for root in &self.cgroup_roots {
-            clear_cgroup_tree(root);
-        }
-        // Mounts (pins, shm) under the temp dir.
-        unmount_all_under(self.berthd.sandbox.dir.path());
-        delete_link(&self.bridge);
-    }
-}
-
 /// Creates cgroup `path` in every hierarchy, as kubelet would have, with
 /// the cpuset values copied down so it can hold processes.
 fn create_cgroup_everywhere(path: &str) {
@@ -514,7 +452,7 @@ fn create_cgroup_everywhere(path: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_builds_namespaces_infra_cgroup_network_and_dns() {
-    let harness = Harness::start(1);
+    let harness = Harness::start();
     let parent = harness.parent("pod1");
     let host_port = harness.host_port(0);
     let mut config = pod_config("web-1", &parent);
@@ -755,7 +693,7 @@ async fn run_builds_namespaces_infra_cgroup_network_and_dns() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn namespace_modes_are_honoured() {
-    let harness = Harness::start(2);
+    let harness = Harness::start();
     let parent = harness.parent("modes");
 
     // network NODE: no net (nor uts) pin, no IP, the infra in the host netns.
@@ -873,7 +811,7 @@ async fn namespace_modes_are_honoured() {
 #[tokio::test(flavor = "multi_thread")]
 async fn pod_with_only_host_namespaces_leaves_nothing() {
     // No pod namespace at all: nothing pinned, no infra, no network.
-    let harness = Harness::start(3);
+    let harness = Harness::start();
     let id = harness
         .run_ok(with_namespaces(
             pod_config("all-host", &harness.parent("all-host")),
@@ -897,7 +835,7 @@ async fn pod_with_only_host_namespaces_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_kills_infra_releases_ip_and_port_mappings() {
-    let harness = Harness::start(4);
+    let harness = Harness::start();
     let host_port = harness.host_port(1);
     let mut config = pod_config("stopped", &harness.parent("stop"));
     config.port_mappings = vec![PortMapping {
@@ -958,7 +896,7 @@ async fn stop_kills_infra_releases_ip_and_port_mappings() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn remove_deletes_cgroups_and_only_the_parents_berth_created() {
-    let harness = Harness::start(5);
+    let harness = Harness::start();
     // A parent berth creates (nothing of it exists) and one that exists.
     let created_parent = harness.parent("pod-created");
     let existing_parent = format!("{}/pod-existing", harness.preexisting_root());
@@ -1057,7 +995,7 @@ async fn remove_deletes_cgroups_and_only_the_parents_berth_created() {
 
     // The pre-existing parent is the test's own to remove.
     for hierarchy in &hierarchies {
-        for dir in cgroup_subtree(&cgroup_dir(hierarchy, harness.preexisting_root())) {
+        for dir in cgroup_subtree(&cgroup_dir(hierarchy, &harness.preexisting_root())) {
             std::fs::remove_dir(&dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
         }
     }
@@ -1065,7 +1003,7 @@ async fn remove_deletes_cgroups_and_only_the_parents_berth_created() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_live_name_is_reserved_for_one_sandbox() {
-    let harness = Harness::start(6);
+    let harness = Harness::start();
     let config = pod_config("twin", &harness.parent("twin"));
     let (mut first, mut second) = (harness.client().await, harness.client().await);
     let (a, b) = tokio::join!(
@@ -1114,7 +1052,7 @@ async fn a_live_name_is_reserved_for_one_sandbox() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_requests_are_refused_and_leave_nothing() {
-    let harness = Harness::start(7);
+    let harness = Harness::start();
     let parent = harness.parent("bad");
 
     let slice = format!("berth-it-{}.slice", pid());
@@ -1202,7 +1140,7 @@ async fn invalid_requests_are_refused_and_leave_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn failed_cni_add_leaves_nothing_behind() {
-    let harness = Harness::start(8);
+    let harness = Harness::start();
     let parent = harness.parent("cni-fail");
     // bridge + host-local succeed, then a plugin that does not exist fails.
     harness.write_network(
@@ -1228,7 +1166,7 @@ async fn failed_cni_add_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exhausted_ip_range_leaves_nothing_behind() {
-    let harness = Harness::start(9);
+    let harness = Harness::start();
     let parent = harness.parent("exhausted");
     // A range of one address: the second pod cannot get one.
     let only = format!("{}.10", harness.prefix);
@@ -1296,7 +1234,7 @@ fn dir_entries_dirs(dir: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_pods_concurrently_leave_nothing_behind() {
     const PODS: usize = 20;
-    let harness = Harness::start(10);
+    let harness = Harness::start();
     let parent = harness.parent("many");
     let client = harness.client().await;
 
@@ -1367,7 +1305,7 @@ async fn twenty_pods_concurrently_leave_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn list_filters_by_id_prefix_state_and_labels() {
-    let harness = Harness::start(11);
+    let harness = Harness::start();
     let parent = harness.parent("list");
     let labelled = |name: &str, labels: &[(&str, &str)]| {
         let mut config = pod_config(name, &parent);
@@ -1497,7 +1435,7 @@ async fn list_filters_by_id_prefix_state_and_labels() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pods_survive_a_berthd_restart() {
-    let mut harness = Harness::start(12);
+    let mut harness = Harness::start();
     let host_port = harness.host_port(2);
     let mut config = pod_config("survivor", &harness.parent("restart"));
     config.port_mappings = vec![PortMapping {
@@ -1546,7 +1484,7 @@ async fn runs_and_removals_racing_in_one_parent_leave_nothing() {
     // remove it again, over and over: a removal must never delete the
     // parent under a run that has just made sure it exists.
     const ROUNDS: usize = 15;
-    let harness = Harness::start(13);
+    let harness = Harness::start();
     let parent = harness.parent("churn");
     let client = harness.client().await;
     let mut workers = Vec::new();
@@ -1585,7 +1523,7 @@ async fn concurrent_stop_and_remove_of_one_sandbox_all_succeed() {
     // call must succeed, as each would alone (Stop and Remove are
     // idempotent and succeed for a sandbox that is gone).
     const ROUNDS: usize = 4;
-    let harness = Harness::start(14);
+    let harness = Harness::start();
     let parent = harness.parent("concurrent");
     let mut failures = Vec::new();
     for round in 0..ROUNDS {

@@ -39,7 +39,7 @@ fn value(value: &Option<cri_api::v1::UInt64Value>) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_busy_container_shows_its_memory_and_cpu() {
-    let harness = Harness::start(1).await;
+    let harness = Harness::start().await;
     let (pod, pod_config) = harness.run_pod("stats", NamespaceMode::Container).await;
     let config = container_config(
         "filler",
@@ -159,7 +159,7 @@ async fn next_event_for(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lifecycle_events_arrive_in_order() {
-    let harness = Harness::start(2).await;
+    let harness = Harness::start().await;
     let mut events = harness
         .client()
         .await

@@ -130,7 +130,7 @@ async fn crictl_exec(harness: &Harness, transport: &str, id: &str, cmd: &[&str])
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exec_reports_exit_codes_and_sees_stdin_end() {
-    let h = Harness::start(1).await;
+    let h = Harness::start().await;
     let (pod, id) = running_container(&h, "exec-codes").await;
 
     // A non-zero exit code comes back in the v4 status.
@@ -182,7 +182,7 @@ async fn exec_reports_exit_codes_and_sees_stdin_end() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_goes_away_leaves_no_process_behind() {
-    let h = Harness::start(2).await;
+    let h = Harness::start().await;
     let (pod, id) = running_container(&h, "exec-gone").await;
 
     let url = exec_url(
@@ -231,7 +231,7 @@ async fn a_client_that_goes_away_leaves_no_process_behind() {
 /// it was lost and crictl exited 0. Several runs, as the loss was a race.
 #[tokio::test(flavor = "multi_thread")]
 async fn crictl_exec_reports_the_exit_code_over_spdy_and_websocket() {
-    let h = Harness::start(3).await;
+    let h = Harness::start().await;
     let (pod, id) = running_container(&h, "exec-crictl").await;
 
     for transport in [

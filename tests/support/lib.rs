@@ -2,7 +2,10 @@
 //! temporary socket with its own state directories, and connect CRI clients
 //! to it.
 
+#![forbid(unsafe_code)]
+
 pub mod host;
+pub mod node;
 pub mod pods;
 pub mod registry;
 

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::host::{clear_cgroup_tree, delete_link, log_tail, sigkill, unmount_all_under};
+use crate::host::log_tail;
+use crate::node::Node;
 use crate::registry::{Layer, RawTar, TestImage, TestRegistry};
-use crate::Berthd;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use cri_api::v1::{
     ContainerConfig, ContainerMetadata, ContainerState, ContainerStatus, ContainerStatusRequest,
@@ -18,7 +18,6 @@ use cri_api::v1::{
     NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata, PullImageRequest,
     RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StopPodSandboxRequest,
 };
-use serde_json::json;
 use tonic::transport::Channel;
 
 /// How long anything that settles asynchronously may take.
@@ -186,32 +185,37 @@ pub fn with_pid(
 // ---------------------------------------------------------------------------
 
 pub struct Harness {
-    pub bridge: String,
-    pub cgroup_root: String,
+    /// berthd, its network and cgroup root, and the clean-up guard.
+    pub node: Node,
     pub registry: TestRegistry,
     pub image: String,
-    pub berthd: Berthd,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut Node {
+        &mut self.node
+    }
 }
 
 impl Harness {
-    /// Starts berthd (cgroupfs), a registry with the busybox image, writes
-    /// the CNI network and pulls the image through CRI.
-    pub async fn start(n: u32) -> Self {
-        let cgroup_root = format!("/berth-ct-{}-{n}", pid());
-        let config = format!(
-            "cgroup_driver = \"cgroupfs\"\ndefault_cgroup_parent = \"{cgroup_root}/default\"\n"
-        );
-        let berthd = Berthd::start(&config);
+    /// Starts berthd (cgroupfs) on a node of its own, a registry with the
+    /// busybox image, and pulls the image through CRI.
+    pub async fn start() -> Self {
+        let node = Node::start(&[]);
         let registry = TestRegistry::start();
         let harness = Self {
-            bridge: format!("bc{}x{n}", pid() % 1000),
-            cgroup_root,
             image: registry.reference("test/busybox:1"),
             registry,
-            berthd,
+            node,
         };
-        assert!(harness.bridge.len() <= 15);
-        harness.write_network(n);
         let image = TestImage::new(vec![Layer::gzip(busybox_layer_tar())]);
         harness
             .registry
@@ -232,31 +236,6 @@ impl Harness {
             .await
             .unwrap_or_else(|status| panic!("PullImage {}: {status:?}", harness.image));
         harness
-    }
-
-    fn write_network(&self, n: u32) {
-        let conflist = json!({
-            "cniVersion": "1.0.0",
-            "name": format!("berth-ct-{n}"),
-            "plugins": [{
-                "type": "bridge",
-                "bridge": self.bridge,
-                "isGateway": true,
-                "ipMasq": false,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": format!("10.{}.{n}.0/24", 150 + pid() % 50)}]],
-                    "dataDir": self.berthd.sandbox.dir.path().join("ipam"),
-                },
-            }],
-        });
-        let dir = self.berthd.sandbox.cni_conf_dir();
-        std::fs::create_dir_all(&dir).expect("CNI conf dir");
-        std::fs::write(
-            dir.join("10-berth-ct.conflist"),
-            serde_json::to_vec_pretty(&conflist).unwrap(),
-        )
-        .expect("conflist");
     }
 
     pub fn parent(&self, name: &str) -> String {
@@ -385,23 +364,5 @@ impl Harness {
             })
             .await
             .unwrap_or_else(|status| panic!("RemovePodSandbox {id}: {status:?}"));
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let dir = self.berthd.sandbox.dir.path().to_path_buf();
-        if std::thread::panicking() {
-            eprintln!("berthd log (last lines):\n{}", log_tail(&self.berthd));
-            self.berthd.remove_all_pods_blocking();
-            // Shims berthd started for this test (they outlive berthd).
-            for pid in pids_mentioning(&dir.display().to_string()) {
-                sigkill(pid);
-            }
-        }
-        // Whatever is left in this test's own cgroups was started for it.
-        clear_cgroup_tree(&self.cgroup_root);
-        unmount_all_under(&dir);
-        delete_link(&self.bridge);
     }
 }

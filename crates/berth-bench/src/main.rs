@@ -6,6 +6,8 @@
 //! (`{"runtime", "metric", "unit", "samples"}`) to `--out`;
 //! `scripts/bench/report.py` turns them into the table.
 
+#![forbid(unsafe_code)]
+
 mod client;
 mod images;
 mod record;

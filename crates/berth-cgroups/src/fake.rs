@@ -24,12 +24,32 @@ struct FakeState {
     procs: BTreeMap<String, BTreeSet<i32>>,
     /// Mutating calls, e.g. `"create /a"`, in order.
     calls: Vec<String>,
+    /// Operations that fail from now on (`"create"`, `"add_process"`, ...).
+    failing: BTreeSet<&'static str>,
 }
 
 impl FakeManager {
     /// An empty tree.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes every later call of `op` (`"ensure_parent"`, `"create"`,
+    /// `"add_process"`, `"remove"`, `"update"`) fail, so callers' undo paths
+    /// can be tested.
+    pub fn fail(&self, op: &'static str) {
+        self.lock().failing.insert(op);
+    }
+
+    fn injected(&self, op: &'static str, path: &str) -> Result<(), CgroupError> {
+        if self.lock().failing.contains(op) {
+            return Err(CgroupError::Io {
+                op,
+                file: std::path::Path::new("/fake").join(path.trim_start_matches('/')),
+                source: std::io::Error::other("injected failure"),
+            });
+        }
+        Ok(())
     }
 
     /// A tree in which `paths` (and their ancestors) already exist, as if
@@ -120,7 +140,40 @@ impl FakeState {
 }
 
 impl CgroupManager for FakeManager {
+    fn layout(&self) -> crate::Layout {
+        crate::Layout::Unified
+    }
+
+    /// One made-up hierarchy, `/fake`: nothing is read from it.
+    fn hierarchy_dirs(&self, path: &str) -> Result<Vec<std::path::PathBuf>, CgroupError> {
+        let rel = relative(path)?;
+        Ok(vec![std::path::Path::new("/fake").join(rel)])
+    }
+
+    fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError> {
+        let rel = relative(path)?;
+        Ok(crate::stats::StatsDirs::V2 {
+            dir: std::path::Path::new("/fake").join(rel),
+        })
+    }
+
+    fn update(&self, path: &str, _update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
+        self.injected("update", path)?;
+        let rel = relative(path)?;
+        let path = normalized(&rel);
+        let mut state = self.lock();
+        if !state.cgroups.contains(&path) {
+            return Err(CgroupError::NotFound {
+                dir: std::path::Path::new("/fake").join(&rel),
+                path,
+            });
+        }
+        state.calls.push(format!("update {path}"));
+        Ok(())
+    }
+
     fn ensure_parent(&self, parent: &str) -> Result<bool, CgroupError> {
+        self.injected("ensure_parent", parent)?;
         let rel = relative(parent)?;
         if rel.is_empty() {
             return Ok(false);
@@ -136,6 +189,7 @@ impl CgroupManager for FakeManager {
     }
 
     fn create(&self, path: &str) -> Result<(), CgroupError> {
+        self.injected("create", path)?;
         let rel = relative_non_root(path)?;
         let mut state = self.lock();
         insert_with_ancestors(&mut state.cgroups, &rel);
@@ -144,6 +198,7 @@ impl CgroupManager for FakeManager {
     }
 
     fn add_process(&self, path: &str, pid: i32) -> Result<(), CgroupError> {
+        self.injected("add_process", path)?;
         if pid <= 0 {
             return Err(CgroupError::InvalidPid(pid));
         }
@@ -165,6 +220,7 @@ impl CgroupManager for FakeManager {
     }
 
     fn remove(&self, path: &str) -> Result<(), CgroupError> {
+        self.injected("remove", path)?;
         let rel = relative_non_root(path)?;
         let path = normalized(&rel);
         let mut state = self.lock();
@@ -228,21 +284,6 @@ impl CgroupManager for FakeManager {
             .cgroups
             .iter()
             .any(|c| c != &path && is_in_subtree(c, &path)))
-    }
-
-    /// Records `update <path>`; the cgroup must exist, as on a host.
-    fn update(&self, path: &str, _update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
-        let rel = relative_non_root(path)?;
-        let path = normalized(&rel);
-        let mut state = self.lock();
-        if !state.cgroups.contains(&path) {
-            return Err(CgroupError::NotFound {
-                dir: path.clone().into(),
-                path,
-            });
-        }
-        state.calls.push(format!("update {path}"));
-        Ok(())
     }
 }
 

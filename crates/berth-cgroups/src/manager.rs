@@ -133,6 +133,16 @@ pub trait CgroupManager: Send + Sync {
     /// Whether `path` has child cgroups in any hierarchy.
     fn has_children(&self, path: &str) -> Result<bool, CgroupError>;
 
+    /// The hierarchies this host mounts.
+    fn layout(&self) -> Layout;
+
+    /// The directory of cgroup `path` in each hierarchy, whether it exists
+    /// or not (what a container's view of `/sys/fs/cgroup` is made from).
+    fn hierarchy_dirs(&self, path: &str) -> Result<Vec<PathBuf>, CgroupError>;
+
+    /// Where the stats files of cgroup `path` are.
+    fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError>;
+
     /// Applies `update` to the existing cgroup `path` (a running
     /// container's: UpdateContainerResources).
     fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError>;
@@ -325,6 +335,18 @@ impl CgroupfsManager {
 }
 
 impl CgroupManager for CgroupfsManager {
+    fn layout(&self) -> Layout {
+        CgroupfsManager::layout(self)
+    }
+
+    fn hierarchy_dirs(&self, path: &str) -> Result<Vec<PathBuf>, CgroupError> {
+        CgroupfsManager::hierarchy_dirs(self, path)
+    }
+
+    fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError> {
+        CgroupfsManager::stats_dirs(self, path)
+    }
+
     fn ensure_parent(&self, parent: &str) -> Result<bool, CgroupError> {
         let rel = relative(parent)?;
         if rel.is_empty() {

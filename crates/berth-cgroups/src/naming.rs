@@ -79,12 +79,6 @@ pub enum NamingError {
     /// `cgroup_driver` in the configuration has an unknown value.
     #[error("unknown cgroup driver {0:?}: expected \"cgroupfs\", \"systemd\" or \"auto\"")]
     UnknownDriver(String),
-    /// `cgroup_driver = "systemd"` on a host not booted with systemd.
-    #[error(
-        "cgroup driver is systemd, but this host was not booted with systemd \
-         ({SYSTEMD_RUN_DIR} is missing); use cgroup_driver = \"cgroupfs\" or \"auto\""
-    )]
-    SystemdNotRunning,
 }
 
 /// How berth names and manages cgroups (KEP-4033). It must match kubelet's
@@ -107,18 +101,12 @@ impl Driver {
         }
     }
 
-    /// Resolves the `cgroup_driver` setting (`cgroupfs`, `systemd` or `auto`).
-    ///
-    /// `systemd_booted` says whether the host runs systemd as init (see
-    /// [`systemd_booted`]); `auto` picks systemd exactly then, and an explicit
-    /// `systemd` without it is an error, so berthd fails at start-up rather
-    /// than at the first pod.
-    pub fn resolve(setting: &str, systemd_booted: bool) -> Result<Driver, NamingError> {
-        match setting {
-            "auto" if systemd_booted => Ok(Driver::Systemd),
-            "auto" => Ok(Driver::Cgroupfs),
-            "systemd" if !systemd_booted => Err(NamingError::SystemdNotRunning),
-            other => other.parse(),
+    /// The parent for sandboxes whose `CgroupParent` is empty, unless the
+    /// config names one (`default_cgroup_parent`).
+    pub fn default_parent(self) -> &'static str {
+        match self {
+            Driver::Cgroupfs => "/berth",
+            Driver::Systemd => "system.slice",
         }
     }
 }
@@ -141,7 +129,8 @@ impl FromStr for Driver {
     }
 }
 
-/// Whether this host was booted with systemd, tested as `sd_booted()` does.
+/// Whether this host was booted with systemd, tested as `sd_booted()` does:
+/// the one place berth asks.
 pub fn systemd_booted() -> bool {
     Path::new(SYSTEMD_RUN_DIR).is_dir()
 }
@@ -701,7 +690,7 @@ mod tests {
     }
 
     #[test]
-    fn driver_parse_display_and_resolve() {
+    fn driver_parse_and_display() {
         assert_eq!("cgroupfs".parse::<Driver>().unwrap(), Driver::Cgroupfs);
         assert_eq!("systemd".parse::<Driver>().unwrap(), Driver::Systemd);
         assert!(matches!(
@@ -709,13 +698,12 @@ mod tests {
             Err(NamingError::UnknownDriver(_))
         ));
         assert_eq!(Driver::Systemd.to_string(), "systemd");
-        assert_eq!(Driver::resolve("auto", true).unwrap(), Driver::Systemd);
-        assert_eq!(Driver::resolve("auto", false).unwrap(), Driver::Cgroupfs);
-        assert_eq!(Driver::resolve("cgroupfs", true).unwrap(), Driver::Cgroupfs);
-        assert_eq!(Driver::resolve("systemd", true).unwrap(), Driver::Systemd);
-        let err = Driver::resolve("systemd", false).unwrap_err();
-        assert_eq!(err, NamingError::SystemdNotRunning);
-        assert!(err.to_string().contains("not booted with systemd"));
-        assert!(Driver::resolve("cgroupfs2", false).is_err());
+        assert!("cgroupfs2".parse::<Driver>().is_err());
+    }
+
+    #[test]
+    fn default_parents_follow_driver_naming() {
+        assert!(Driver::Cgroupfs.default_parent().starts_with('/'));
+        assert!(Driver::Systemd.default_parent().ends_with(".slice"));
     }
 }

@@ -308,6 +308,20 @@ impl SystemdManager {
 }
 
 impl CgroupManager for SystemdManager {
+    // What is read, or written as plain cgroup files, goes to the cgroupfs
+    // view of the same hierarchy.
+    fn layout(&self) -> crate::Layout {
+        self.fs.layout()
+    }
+
+    fn hierarchy_dirs(&self, path: &str) -> Result<Vec<std::path::PathBuf>, CgroupError> {
+        self.fs.hierarchy_dirs(path)
+    }
+
+    fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError> {
+        self.fs.stats_dirs(path)
+    }
+
     fn ensure_parent(&self, parent: &str) -> Result<bool, CgroupError> {
         if relative(parent)?.is_empty() || self.fs.exists(parent) {
             return Ok(false);

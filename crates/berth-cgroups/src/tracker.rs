@@ -9,8 +9,8 @@
 //! empty, deepest first.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs::{self};
+use std::io::{self};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -179,11 +179,14 @@ impl ParentTracker {
             file: self.state_file.clone(),
             source,
         })?;
-        write_atomic(&self.state_file, &json).map_err(|source| CgroupError::Io {
-            op: "write",
-            file: self.state_file.clone(),
-            source,
-        })
+        let dir = self.state_file.parent().unwrap_or(Path::new("."));
+        fs::create_dir_all(dir)
+            .and_then(|()| berth_atomic_file::write_atomic(&self.state_file, &json, 0o644))
+            .map_err(|source| CgroupError::Io {
+                op: "write",
+                file: self.state_file.clone(),
+                source,
+            })
     }
 }
 
@@ -224,24 +227,6 @@ fn deepest_first(paths: &BTreeSet<String>) -> Vec<String> {
         depth(b).cmp(&depth(a)).then_with(|| a.cmp(b))
     });
     sorted
-}
-
-fn write_atomic(file: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    fs::create_dir_all(dir)?;
-    let mut tmp_name = file.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, file)?;
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -1,14 +1,13 @@
 //! The pod's `resolv.conf`, `hosts` and `hostname` files.
 //!
-//! The contents are built by pure functions; [`write_atomic`] puts them on
-//! disk so a container never sees a half-written file.
+//! The contents are built by pure functions; berthd puts them on disk with
+//! `berth_atomic_file::write_atomic`, so a container never sees a
+//! half-written file.
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::net::IpAddr;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 
 /// The host's resolver configuration.
 pub const HOST_RESOLV_CONF: &str = "/etc/resolv.conf";
@@ -62,32 +61,9 @@ pub fn host_resolv_conf() -> io::Result<String> {
     fs::read_to_string(HOST_RESOLV_CONF)
 }
 
-/// Writes `contents` to `path` atomically with permission bits `mode`.
-///
-/// The data goes to a temporary file in the same directory, which is synced
-/// and renamed over `path`; the directory is then synced so the rename
-/// survives a crash. Readers see the old file or the new one, never a part.
-pub fn write_atomic(path: &Path, contents: &str, mode: u32) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut file = tempfile::Builder::new()
-        .prefix(".berth-tmp-")
-        .tempfile_in(dir)?;
-    file.write_all(contents.as_bytes())?;
-    // Set explicitly: the umask must not decide what a container can read.
-    file.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|err| err.error)?;
-    fs::File::open(dir)?.sync_all()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
@@ -156,35 +132,6 @@ mod tests {
     #[test]
     fn hostname_file_ends_in_newline() {
         assert_eq!(hostname_file("pod-a"), "pod-a\n");
-    }
-
-    #[test]
-    fn write_atomic_replaces_with_mode_and_leaves_no_temp_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("resolv.conf");
-        write_atomic(&path, "nameserver 1.1.1.1\n", 0o644).unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "nameserver 1.1.1.1\n");
-        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o644);
-
-        let before = fs::metadata(&path).unwrap().ino();
-        write_atomic(&path, "nameserver 9.9.9.9\n", 0o600).unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "nameserver 9.9.9.9\n");
-        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
-        // Replaced by rename, not rewritten in place.
-        assert_ne!(fs::metadata(&path).unwrap().ino(), before);
-
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["resolv.conf"]);
-    }
-
-    #[test]
-    fn write_atomic_into_a_missing_directory_fails() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = write_atomic(&dir.path().join("no/such/file"), "x", 0o644).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

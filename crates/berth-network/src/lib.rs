@@ -5,5 +5,7 @@
 //! - [`dns`]: the per-pod `resolv.conf`, `hosts` and `hostname` files,
 //!   built by pure functions and written atomically.
 
+#![forbid(unsafe_code)]
+
 pub mod cni;
 pub mod dns;

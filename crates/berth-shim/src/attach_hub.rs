@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 use nix::poll::PollFlags;
 
-use crate::attach::{encode, encode_output, Decoder, Frame};
-use crate::crilog::Stream;
+use berth_shim_api::attach::{encode, encode_output, Decoder, Frame, Stream};
+use berth_shim_api::pty::set_window_size;
 
 /// Unsent output per attacher before it is dropped (a client that reads
 /// nothing for this long is not keeping up).
@@ -380,27 +380,10 @@ impl AttachHub {
     }
 }
 
-/// `TIOCSWINSZ` on a pty master: the size the terminal's processes see
-/// (they get SIGWINCH).
-pub fn set_window_size(pty: BorrowedFd<'_>, width: u16, height: u16) -> io::Result<()> {
-    let ws = nix::libc::winsize {
-        ws_row: height,
-        ws_col: width,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCSWINSZ reads one winsize from a live local.
-    let rc = unsafe { nix::libc::ioctl(pty.as_raw_fd(), nix::libc::TIOCSWINSZ, &ws) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attach::Decoder;
+    use berth_shim_api::attach::Decoder;
     use std::path::Path;
 
     fn hub(dir: &Path, stdin: Option<ContainerStdin>) -> AttachHub {

@@ -7,7 +7,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
-use crate::protocol::Response;
+use berth_shim_api::protocol::Response;
 
 /// A request line longer than this is refused and the connection closed.
 pub const MAX_REQUEST_LINE: usize = 1024 * 1024;
@@ -209,7 +209,7 @@ fn send_fds(stream: &UnixStream, data: &[u8], fds: &[OwnedFd]) -> io::Result<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ErrorCode;
+    use berth_shim_api::protocol::ErrorCode;
 
     fn pair() -> (Conn, UnixStream) {
         let (a, b) = UnixStream::pair().expect("pair");
@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn fds_travel_with_their_line() {
-        use crate::client::read_line_with_fds;
+        use berth_shim_api::client::read_line_with_fds;
         let (mut c, peer) = pair();
         c.send(&Response::Ok);
         let (r, w) = nix::unistd::pipe().expect("pipe");

@@ -17,21 +17,9 @@
 /// containerd's and CRI-O's default maximum line size.
 pub const DEFAULT_MAX_LINE: usize = 16 * 1024;
 
-/// Which container stream a record came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-impl Stream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
+/// Which container stream a record came from (the attach frames name the
+/// same two).
+pub use berth_shim_api::attach::Stream;
 
 /// Full or partial line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

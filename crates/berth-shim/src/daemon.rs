@@ -25,8 +25,8 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe2, setsid, ForkResult, Pid};
 
-use crate::protocol::Ready;
 use crate::reaper::exit_code;
+use berth_shim_api::protocol::Ready;
 
 /// Where the daemon reports readiness: the write end of the private pipe.
 pub struct ReadyPipe(File);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::protocol::{ExecRequest, ExecResult, DEFAULT_EXEC_OUTPUT_LIMIT};
+use berth_shim_api::protocol::{ExecRequest, ExecResult, DEFAULT_EXEC_OUTPUT_LIMIT};
 use libcontainer::oci_spec::runtime::Process;
 
 /// After the process exited, how long to wait for its output to end (a
@@ -247,7 +247,7 @@ impl ExecSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ExecUser;
+    use berth_shim_api::protocol::ExecUser;
     use nix::fcntl::OFlag;
     use nix::unistd::pipe2;
     use std::io::Write;

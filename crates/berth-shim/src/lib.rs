@@ -5,26 +5,22 @@
 //! parent and child subreaper of the container's init, it copies the
 //! container's output into the CRI log file, runs exec sessions, writes the
 //! exit file when the init exits, and answers a small JSON-lines protocol on
-//! `<dir>/shim.sock` (see [`protocol`]). Attachers connect to
-//! `<dir>/attach.sock` (see [`attach`]). It never depends on berthd being
+//! `<dir>/shim.sock` (see [`berth_shim_api::protocol`]). Attachers connect to
+//! `<dir>/attach.sock` (see [`berth_shim_api::attach`]). It never depends on berthd being
 //! alive. Single-threaded, no async runtime: libcontainer forks with raw
 //! `clone3` and must not be called from a multi-threaded process.
 
-pub mod attach;
 pub mod attach_hub;
 pub mod bundle;
 pub mod cli;
-pub mod client;
 pub mod conn;
 pub mod console;
 pub mod crilog;
 pub mod daemon;
 pub mod exec;
-pub mod files;
 pub mod logfile;
 pub mod oom;
 pub mod output;
-pub mod protocol;
 pub mod reaper;
 pub mod runtime;
 pub mod server;
@@ -34,9 +30,9 @@ pub mod signal;
 pub mod timestamp;
 
 use crate::cli::Args;
-use crate::protocol::Ready;
 use crate::server::{error_chain, Server};
 use crate::setup::{SetupError, ShimConfig};
+use berth_shim_api::protocol::Ready;
 
 /// Runs the shim; returns the process exit code. In the launcher (the
 /// process berthd started) it returns once the container is created or
@@ -58,7 +54,11 @@ pub fn run(args: &Args) -> i32 {
     init_tracing();
     let shim_pid = std::process::id() as i32;
     tracing::info!(id = %cfg.container.id, shim_pid, "berth-shim starting");
-    if let Err(e) = files::write_atomic(&cfg.files.shim_pid(), shim_pid.to_string().as_bytes()) {
+    if let Err(e) = berth_atomic_file::write_atomic(
+        &cfg.files.shim_pid(),
+        shim_pid.to_string().as_bytes(),
+        0o644,
+    ) {
         tracing::warn!(%e, "cannot write shim.pid");
     }
     match start(cfg) {

@@ -8,7 +8,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::exec::{merge_env, resolve, ExecRequestError};
-use crate::protocol::{ExecRequest, SessionRequest};
+use berth_shim_api::protocol::{ExecRequest, SessionRequest};
 use libcontainer::oci_spec::runtime::Process;
 
 #[derive(Debug)]

@@ -17,10 +17,11 @@ use crate::bundle::{BundleError, BundleInfo};
 use crate::cli::Args;
 use crate::console::ConsoleSocket;
 use crate::crilog::Stream;
-use crate::files::{write_atomic, ShimFiles};
 use crate::logfile::LogFile;
 use crate::output::OutputPipe;
 use crate::runtime::{ContainerRef, InitStdio};
+use berth_atomic_file::write_atomic;
+use berth_shim_api::files::ShimFiles;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -257,7 +258,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
 
 fn publish_pid(cfg: &ShimConfig, container: &Container) -> Result<i32, SetupError> {
     let init_pid = container.pid().ok_or(SetupError::NoPid)?.as_raw();
-    write_atomic(&cfg.files.pid(), init_pid.to_string().as_bytes()).map_err(|source| {
+    write_atomic(&cfg.files.pid(), init_pid.to_string().as_bytes(), 0o644).map_err(|source| {
         SetupError::Path {
             what: "pid file",
             path: cfg.files.pid(),

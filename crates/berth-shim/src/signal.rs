@@ -4,7 +4,7 @@ use std::str::FromStr;
 
 use nix::sys::signal::Signal;
 
-use crate::protocol::SignalArg;
+use berth_shim_api::protocol::SignalArg;
 
 /// The largest signal number on Linux (SIGRTMAX).
 const MAX_SIGNAL: i32 = 64;

@@ -6,8 +6,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use berth_shim::protocol::{
-    ErrorCode, ExecRequest, ExecResult, Request, Response, SignalArg, Status,
+use berth_shim_api::protocol::{
+    ErrorCode, ExecRequest, ExecResult, Request, Response, RunState, SignalArg,
 };
 use support::{alive, is_rfc3339_nano, parse_record, wait_until, Options, TestContainer};
 
@@ -48,7 +48,7 @@ fn create_start_log_and_exit_code() {
     ]));
     assert_eq!(c.launcher_status, Some(0));
     let s = c.state();
-    assert_eq!(s.status, Status::Created);
+    assert_eq!(s.status, RunState::Created);
     assert_eq!(s.pid, c.init_pid());
     let pid_file = std::fs::read_to_string(c.dir().join("pid")).expect("pid file");
     assert_eq!(pid_file, c.init_pid().to_string());
@@ -149,7 +149,7 @@ fn exec_in_a_running_container_then_sigkill() {
         Some(ErrorCode::NotRunning)
     );
     c.start();
-    assert_eq!(c.state().status, Status::Running);
+    assert_eq!(c.state().status, RunState::Running);
 
     let r = exec(&c, &["echo", "hi"], 10);
     assert_eq!(r.exit_code, 0);
@@ -227,7 +227,7 @@ fn exec_in_a_running_container_then_sigkill() {
     );
 
     // the container still runs after all that
-    assert_eq!(c.state().status, Status::Running);
+    assert_eq!(c.state().status, RunState::Running);
     assert_eq!(
         kill(&c, SignalArg::Name("SIGKILL".into()), false),
         Response::Ok
@@ -298,7 +298,7 @@ fn exec_inherits_the_container_process() {
         args: vec!["id".into()],
         env: vec![],
         cwd: None,
-        user: Some(berth_shim::protocol::ExecUser {
+        user: Some(berth_shim_api::protocol::ExecUser {
             uid: 0,
             gid: 0,
             additional_gids: vec![],
@@ -339,7 +339,7 @@ fn kill_all_and_bad_signals() {
         Response::Ok
     );
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(c.state().status, Status::Running);
+    assert_eq!(c.state().status, RunState::Running);
     assert_eq!(kill(&c, SignalArg::Number(9), true), Response::Ok);
     let s = c.wait_stopped(T);
     assert_eq!(s.exit_code, Some(137));
@@ -491,7 +491,7 @@ fn shim_survives_its_parent_and_the_container_survives_the_shim() {
     wait_until(T, || {
         std::fs::read_to_string(&ready_file).is_ok_and(|t| t.ends_with('\n'))
     });
-    let ready: berth_shim::protocol::Ready =
+    let ready: berth_shim_api::protocol::Ready =
         serde_json::from_str(std::fs::read_to_string(&ready_file).expect("ready").trim())
             .expect("ready json");
     assert!(ready.ok, "{ready:?}");
@@ -518,7 +518,7 @@ fn shim_survives_its_parent_and_the_container_survives_the_shim() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(alive(shim), "shim died with its parent");
     assert!(c.log().lines().count() > before, "container output stopped");
-    assert_eq!(c.state().status, Status::Running);
+    assert_eq!(c.state().status, RunState::Running);
 
     // the shim dies: the container does not (it gets SIGPIPE at its next
     // write, as with any runtime whose log reader is gone; a silent one

@@ -10,12 +10,12 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use berth_shim::attach::{encode, Decoder, Frame};
-use berth_shim::attach_hub::set_window_size;
-use berth_shim::client::{open_session, Session, SessionError};
-use berth_shim::protocol::{
-    ErrorCode, Request, Response, SessionFd, SessionRequest, SignalArg, Status,
+use berth_shim_api::attach::{encode, Decoder, Frame};
+use berth_shim_api::client::{open_session, Session, SessionError};
+use berth_shim_api::protocol::{
+    ErrorCode, Request, Response, RunState, SessionFd, SessionRequest, SignalArg,
 };
+use berth_shim_api::pty::set_window_size;
 use support::{alive, wait_until, Options, TestContainer};
 
 const T: Duration = Duration::from_secs(20);
@@ -170,7 +170,7 @@ fn closing_the_session_kills_the_process() {
     wait_until(T, || !alive(pid));
 
     // the shim serves on, and the container still runs
-    assert_eq!(c.state().status, Status::Running);
+    assert_eq!(c.state().status, RunState::Running);
     let s = session(&c, &request(&["true"], false, false, false, false));
     assert_eq!(wait_exit(s), 0);
 }
@@ -281,7 +281,7 @@ fn two_attachers_share_output_and_detaching_keeps_the_container() {
     drop(a);
     b.send(Frame::Stdin(b"two\n".to_vec()));
     b.read_until(|x| x.stdout_text().contains("out:two\n"));
-    assert_eq!(c.state().status, Status::Running);
+    assert_eq!(c.state().status, RunState::Running);
 
     // a late attacher gets what comes after it joined
     let mut late = Attacher::connect(&c);

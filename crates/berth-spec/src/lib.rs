@@ -54,6 +54,8 @@
 //! # Ok::<(), berth_spec::SpecError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};

@@ -26,6 +26,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod portforward;
 pub mod remotecommand;
 pub mod runtime;

@@ -3,10 +3,10 @@
 //!
 //! kubelet configures its own cgroup manager from what berth reports, so the
 //! answer must never change while berthd runs: it is resolved here, once,
-//! into a [`CgroupDriver`] that the rest of the daemon only reads.
+//! into a [`Driver`] (berth-cgroups' one enum) that the rest of the daemon
+//! only reads.
 
-use std::path::Path;
-
+use berth_cgroups::Driver;
 use serde::{Deserialize, Serialize};
 
 /// What the config asks for.
@@ -19,52 +19,18 @@ pub enum CgroupDriverSetting {
     Auto,
 }
 
-/// The driver in force for this run of berthd.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CgroupDriver {
-    Cgroupfs,
-    Systemd,
-}
-
-impl CgroupDriver {
-    /// The name used in config files and logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CgroupDriver::Cgroupfs => "cgroupfs",
-            CgroupDriver::Systemd => "systemd",
-        }
-    }
-
-    /// The parent for sandboxes whose `CgroupParent` is empty.
-    pub fn default_parent(self) -> &'static str {
-        match self {
-            CgroupDriver::Cgroupfs => "/berth",
-            CgroupDriver::Systemd => "system.slice",
-        }
-    }
-
-    /// The CRI enum value (`SYSTEMD = 0`, `CGROUPFS = 1`).
-    pub fn to_cri(self) -> cri_api::v1::CgroupDriver {
-        match self {
-            CgroupDriver::Cgroupfs => cri_api::v1::CgroupDriver::Cgroupfs,
-            CgroupDriver::Systemd => cri_api::v1::CgroupDriver::Systemd,
-        }
-    }
-}
-
 /// What the host offers; a trait so resolution is testable without a systemd host.
 pub trait HostInit {
     /// Whether PID 1 is systemd, judged as systemd itself does (`sd_booted`).
     fn systemd_booted(&self) -> bool;
 }
 
-/// The real host: systemd creates `/run/systemd/system` early at boot.
+/// The real host, asked as berth-cgroups asks it.
 pub struct RealHost;
 
 impl HostInit for RealHost {
     fn systemd_booted(&self) -> bool {
-        Path::new("/run/systemd/system").is_dir()
+        berth_cgroups::systemd_booted()
     }
 }
 
@@ -80,13 +46,13 @@ pub struct SystemdUnavailable;
 pub fn resolve(
     setting: CgroupDriverSetting,
     host: &dyn HostInit,
-) -> Result<CgroupDriver, SystemdUnavailable> {
+) -> Result<Driver, SystemdUnavailable> {
     match setting {
-        CgroupDriverSetting::Cgroupfs => Ok(CgroupDriver::Cgroupfs),
-        CgroupDriverSetting::Systemd if host.systemd_booted() => Ok(CgroupDriver::Systemd),
+        CgroupDriverSetting::Cgroupfs => Ok(Driver::Cgroupfs),
+        CgroupDriverSetting::Systemd if host.systemd_booted() => Ok(Driver::Systemd),
         CgroupDriverSetting::Systemd => Err(SystemdUnavailable),
-        CgroupDriverSetting::Auto if host.systemd_booted() => Ok(CgroupDriver::Systemd),
-        CgroupDriverSetting::Auto => Ok(CgroupDriver::Cgroupfs),
+        CgroupDriverSetting::Auto if host.systemd_booted() => Ok(Driver::Systemd),
+        CgroupDriverSetting::Auto => Ok(Driver::Cgroupfs),
     }
 }
 
@@ -109,7 +75,7 @@ mod tests {
         for booted in [true, false] {
             assert_eq!(
                 resolve(CgroupDriverSetting::Cgroupfs, &FakeHost(booted)),
-                Ok(CgroupDriver::Cgroupfs)
+                Ok(Driver::Cgroupfs)
             );
         }
     }
@@ -118,7 +84,7 @@ mod tests {
     fn systemd_needs_a_systemd_host() {
         assert_eq!(
             resolve(CgroupDriverSetting::Systemd, &FakeHost(true)),
-            Ok(CgroupDriver::Systemd)
+            Ok(Driver::Systemd)
         );
         let err = resolve(CgroupDriverSetting::Systemd, &FakeHost(false)).unwrap_err();
         assert!(err.to_string().contains("not booted with systemd"));
@@ -128,23 +94,11 @@ mod tests {
     fn auto_follows_the_host() {
         assert_eq!(
             resolve(CgroupDriverSetting::Auto, &FakeHost(true)),
-            Ok(CgroupDriver::Systemd)
+            Ok(Driver::Systemd)
         );
         assert_eq!(
             resolve(CgroupDriverSetting::Auto, &FakeHost(false)),
-            Ok(CgroupDriver::Cgroupfs)
+            Ok(Driver::Cgroupfs)
         );
-    }
-
-    #[test]
-    fn cri_enum_values_match_the_wire() {
-        assert_eq!(CgroupDriver::Systemd.to_cri() as i32, 0);
-        assert_eq!(CgroupDriver::Cgroupfs.to_cri() as i32, 1);
-    }
-
-    #[test]
-    fn default_parents_follow_driver_naming() {
-        assert!(CgroupDriver::Cgroupfs.default_parent().starts_with('/'));
-        assert!(CgroupDriver::Systemd.default_parent().ends_with(".slice"));
     }
 }

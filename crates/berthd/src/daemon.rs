@@ -6,7 +6,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use berth_cgroups::{
-    CgroupManager, CgroupfsManager, DbusSystemd, HostFeatures, ParentTracker, SystemdManager,
+    CgroupManager, CgroupfsManager, DbusSystemd, Driver, HostFeatures, ParentTracker,
+    SystemdManager,
 };
 use berth_image::hosts::{Mirrors, RegistryHosts};
 use berth_image::pull::ImagePuller;
@@ -19,16 +20,18 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tokio_stream::wrappers::UnixListenerStream;
 
-use crate::cgroup_driver::{self, CgroupDriver, RealHost};
+use crate::cgroup_driver::{self, RealHost};
 use crate::config::{Config, ConfigSource};
+use crate::container::host::{OverlayMounts, ShimProcesses};
 use crate::container::store::ContainerStore;
 use crate::container::ContainerManager;
-use crate::instrument::RpcTraceLayer;
-use crate::layout::RootLayout;
+use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
 use crate::root_lock::{RootLock, RootLockError};
+use crate::sandbox::host::Pinns;
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
+use crate::server::instrument::RpcTraceLayer;
 use crate::server::{CriService, RuntimeContext};
 use crate::stream_runtime::ContainerStreams;
 
@@ -64,7 +67,7 @@ pub enum DaemonError {
 
 /// Checks what must hold before anything is touched: the cgroup driver is
 /// resolved here, once, for the daemon's whole life (KEP-4033).
-pub fn preflight(config: &Config) -> Result<CgroupDriver, DaemonError> {
+pub fn preflight(config: &Config) -> Result<Driver, DaemonError> {
     Ok(cgroup_driver::resolve(config.cgroup_driver, &RealHost)?)
 }
 
@@ -73,7 +76,7 @@ pub fn preflight(config: &Config) -> Result<CgroupDriver, DaemonError> {
 /// touches anything, and the root lock stops one on another socket.
 fn open_context(
     config: Config,
-    cgroup_driver: CgroupDriver,
+    cgroup_driver: Driver,
 ) -> Result<(RuntimeContext, RootLock), DaemonError> {
     let layout = RootLayout::new(&config.root_dir);
     for dir in layout.all() {
@@ -90,14 +93,18 @@ fn open_context(
     tracing::info!(layout = ?cgroupfs.layout(), ?features, "cgroups");
     let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver, &cgroupfs)?);
     let containers = Arc::new(ContainerManager {
-        store: ContainerStore::open(&config.state_dir.join("containers"))
+        store: ContainerStore::open(&StateLayout::new(&config.state_dir).containers())
             .map_err(|err| DaemonError::Startup(format!("containers: {err}")))?,
         images: images.store().clone(),
         sandboxes: sandboxes.clone(),
         layers_dir: layout.containers(),
-        runtime_root: config.state_dir.join("runtime"),
-        shims_dir: config.state_dir.join("shims"),
+        runtime_root: StateLayout::new(&config.state_dir).runtime_root(),
+        shims_dir: StateLayout::new(&config.state_dir).shims(),
         shim: helper_binary("berth-shim"),
+        shims: Arc::new(ShimProcesses),
+        mounts: Arc::new(OverlayMounts),
+        // Container cgroups are read and updated as files under either
+        // driver (systemd made the scope; the files are the same).
         cgroups: cgroupfs,
         features: berth_spec::CgroupFeatures {
             v2: features.v2,
@@ -148,16 +155,16 @@ fn start_stream_server(
 /// Sandbox state from earlier runs, the cgroup manager and CNI settings.
 fn open_sandboxes(
     config: &Config,
-    driver: CgroupDriver,
+    driver: Driver,
     cgroupfs: &Arc<CgroupfsManager>,
 ) -> Result<SandboxManager, DaemonError> {
     let startup =
         |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
     let cgroups: Arc<dyn CgroupManager> = match driver {
-        CgroupDriver::Cgroupfs => cgroupfs.clone(),
+        Driver::Cgroupfs => cgroupfs.clone(),
         // systemd owns the cgroups of its units: slices and scopes are made
         // and removed over D-Bus, never by mkdir/rmdir behind its back.
-        CgroupDriver::Systemd => {
+        Driver::Systemd => {
             let bus = DbusSystemd::connect()
                 .map_err(|err| startup("the systemd cgroup driver needs systemd's D-Bus", &err))?;
             Arc::new(SystemdManager::new(Box::new(bus), cgroupfs.clone()))
@@ -165,15 +172,11 @@ fn open_sandboxes(
     };
     let parents = ParentTracker::open(
         cgroups.clone(),
-        config.state_dir.join("cgroup-parents.json"),
+        StateLayout::new(&config.state_dir).cgroup_parents(),
     )
     .map_err(|err| startup("cgroup parents", &err))?;
-    let store = SandboxStore::open(&config.state_dir.join("sandboxes"))
+    let store = SandboxStore::open(&StateLayout::new(&config.state_dir).sandboxes())
         .map_err(|err| startup("sandboxes", &err))?;
-    let driver_name = match driver {
-        CgroupDriver::Cgroupfs => berth_cgroups::Driver::Cgroupfs,
-        CgroupDriver::Systemd => berth_cgroups::Driver::Systemd,
-    };
     let default_parent = config
         .default_cgroup_parent
         .clone()
@@ -182,11 +185,16 @@ fn open_sandboxes(
         store,
         cgroups,
         parents,
-        driver: driver_name,
+        driver,
         default_parent,
-        cni: CniConfig::new(config.cni.conf_dir.clone(), config.cni.bin_dirs.clone()),
-        pinns: helper_binary("berth-pinns"),
-        ns_dir: config.state_dir.join("ns"),
+        network: Arc::new(CniConfig::new(
+            config.cni.conf_dir.clone(),
+            config.cni.bin_dirs.clone(),
+        )),
+        namespaces: Arc::new(Pinns {
+            binary: helper_binary("berth-pinns"),
+        }),
+        ns_dir: StateLayout::new(&config.state_dir).namespaces(),
         runtime_handlers: config.runtime_handlers.clone(),
         cgroup_lock: std::sync::Mutex::new(()),
         pod_cidr: RwLock::new(None),
@@ -223,7 +231,7 @@ fn registry_hosts(config: &Config) -> RegistryHosts {
 /// Serves CRI until SIGTERM or SIGINT.
 pub async fn run(
     config: Config,
-    cgroup_driver: CgroupDriver,
+    cgroup_driver: Driver,
     source: &ConfigSource,
 ) -> Result<(), DaemonError> {
     let socket = config.listen.clone();
@@ -299,7 +307,10 @@ pub async fn run(
         tokio::spawn(crate::metrics::serve(
             listener,
             metrics.clone(),
-            service.metrics_sampler(),
+            crate::metrics_sampler::sampler(
+                service.context().sandboxes.clone(),
+                service.context().containers.clone(),
+            ),
         ));
     }
     let serve = tonic::transport::Server::builder()

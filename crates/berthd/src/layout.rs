@@ -31,3 +31,48 @@ impl RootLayout {
         [self.root.clone(), self.images(), self.containers()]
     }
 }
+
+/// Files and directories under the runtime state dir (`state_dir`, default
+/// `/run/berth`): gone at reboot, as the processes they describe are.
+#[derive(Debug, Clone)]
+pub struct StateLayout {
+    dir: PathBuf,
+}
+
+impl StateLayout {
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// One record per container.
+    pub fn containers(&self) -> PathBuf {
+        self.dir.join("containers")
+    }
+
+    /// One record per pod sandbox.
+    pub fn sandboxes(&self) -> PathBuf {
+        self.dir.join("sandboxes")
+    }
+
+    /// libcontainer's state root, shared by every shim.
+    pub fn runtime_root(&self) -> PathBuf {
+        self.dir.join("runtime")
+    }
+
+    /// One directory per shim: its socket, pid, exit and log files.
+    pub fn shims(&self) -> PathBuf {
+        self.dir.join("shims")
+    }
+
+    /// The pinned namespaces of pods.
+    pub fn namespaces(&self) -> PathBuf {
+        self.dir.join("ns")
+    }
+
+    /// The cgroup parents berth created, so it removes only those.
+    pub fn cgroup_parents(&self) -> PathBuf {
+        self.dir.join("cgroup-parents.json")
+    }
+}

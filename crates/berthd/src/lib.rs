@@ -11,11 +11,14 @@ pub mod cpu_rate;
 pub mod daemon;
 pub mod disk_usage;
 pub mod events;
-pub mod instrument;
+#[cfg(test)]
+pub(crate) mod fakes;
+pub mod ids;
 pub mod layout;
 pub mod listener;
 pub mod logging;
 pub mod metrics;
+pub mod metrics_sampler;
 pub mod net_stats;
 pub mod root_lock;
 pub mod sandbox;

@@ -1,7 +1,7 @@
 //! berthd's own Prometheus metrics and the HTTP endpoint serving them.
 //!
 //! Counters and histograms are updated where things happen (every RPC in
-//! [`crate::instrument`], image pulls); pod, container and shim counts and
+//! [`crate::server::instrument`], image pulls); pod, container and shim counts and
 //! berthd's RSS are sampled when the endpoint is scraped. The endpoint is
 //! off unless `[metrics] enabled` is set.
 

@@ -167,7 +167,30 @@ impl<R: Record> RecordStore<R> {
         };
         let bytes =
             serde_json::to_string_pretty(record).map_err(|err| state_error(err.to_string()))?;
-        berth_network::dns::write_atomic(&path, &bytes, 0o600)
+        berth_atomic_file::write_atomic(&path, bytes.as_bytes(), 0o600)
             .map_err(|err| state_error(err.to_string()))
+    }
+}
+
+/// Serde for a protobuf message kept in a record: protobuf-encoded, then
+/// base64, as a JSON string. A value that does not decode fails the load of
+/// its record (reported by [`RecordStore::open`]), never becomes a default.
+pub mod proto_base64 {
+    use base64::Engine;
+    use prost::Message;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<M: Message, S: Serializer>(message: &M, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(message.encode_to_vec()))
+    }
+
+    pub fn deserialize<'de, M: Message + Default, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<M, D::Error> {
+        let text = String::deserialize(d)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)?;
+        M::decode(bytes.as_slice()).map_err(serde::de::Error::custom)
     }
 }

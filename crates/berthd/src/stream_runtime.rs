@@ -9,8 +9,8 @@ mod netns;
 
 use std::sync::Arc;
 
-use berth_shim::files::ShimFiles;
-use berth_shim::protocol::Status as ShimStatus;
+use berth_shim_api::files::ShimFiles;
+use berth_shim_api::protocol::RunState;
 use berth_stream::{AttachSpec, ExecSpec, SessionError, SessionStreams, StreamRuntime};
 use cri_api::v1::NamespaceMode;
 use tokio::net::TcpStream;
@@ -38,11 +38,11 @@ impl ContainerStreams {
         let handle = self
             .containers
             .find(id)
-            .map_err(|status| SessionError::Failed(status.message().to_string()))?
+            .map_err(|err| SessionError::Failed(err.to_string()))?
             .ok_or_else(|| SessionError::ContainerNotFound(id.to_string()))?;
         let record = handle.lock().await.clone();
         match self.containers.state(&record).await {
-            Some(state) if state.status == ShimStatus::Running => Ok(record),
+            Some(state) if state.status == RunState::Running => Ok(record),
             _ => Err(SessionError::NotRunning(record.id)),
         }
     }
@@ -57,7 +57,7 @@ impl StreamRuntime for ContainerStreams {
 
     async fn attach(&self, spec: AttachSpec, streams: SessionStreams) -> Result<(), SessionError> {
         let record = self.running(&spec.container_id).await?;
-        let config = record.decode_config();
+        let config = record.config.clone();
         let mut spec = spec;
         if spec.stdin && !config.stdin {
             // as containerd: the client's stdin goes nowhere, output flows
@@ -76,11 +76,11 @@ impl StreamRuntime for ContainerStreams {
         let handle = self
             .sandboxes
             .find(pod_sandbox_id)
-            .map_err(|status| SessionError::Failed(status.message().to_string()))?
+            .map_err(|err| SessionError::Failed(err.to_string()))?
             .ok_or_else(|| SessionError::SandboxNotFound(pod_sandbox_id.to_string()))?;
         let record = handle.lock().await.clone();
         let host_network = record
-            .decode_config()
+            .config
             .linux
             .and_then(|linux| linux.security_context)
             .and_then(|context| context.namespace_options)

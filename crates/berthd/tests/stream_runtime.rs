@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_shim::protocol::{Request, SignalArg, Status as ShimStatus};
+use berth_shim_api::protocol::{Request, RunState, SignalArg};
 use berth_stream::{
     AttachSpec, ExecSpec, SessionError, SessionStreams, StreamRuntime, TerminalSize,
 };
@@ -124,8 +124,13 @@ impl Runtime {
                 .expect("tracker"),
             driver: berth_cgroups::Driver::Cgroupfs,
             default_parent: "/berth".into(),
-            cni: berth_network::cni::CniConfig::new(tmp.path().join("cni"), vec![]),
-            pinns: PathBuf::from("/nonexistent"),
+            network: Arc::new(berth_network::cni::CniConfig::new(
+                tmp.path().join("cni"),
+                vec![],
+            )),
+            namespaces: Arc::new(berthd::sandbox::host::Pinns {
+                binary: PathBuf::from("/nonexistent"),
+            }),
             ns_dir: tmp.path().join("ns"),
             cgroup_lock: std::sync::Mutex::new(()),
             runtime_handlers: vec![],
@@ -142,6 +147,8 @@ impl Runtime {
             runtime_root: tmp.path().join("runtime"),
             shims_dir: tmp.path().join("shims"),
             shim: shim_binary(),
+            shims: Arc::new(berthd::container::host::ShimProcesses),
+            mounts: Arc::new(berthd::container::host::OverlayMounts),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
             features: berth_spec::CgroupFeatures::default(),
         });
@@ -196,7 +203,7 @@ impl Runtime {
             name_key: id.clone(),
             sandbox_id: String::new(),
             created_at: 0,
-            config: ContainerRecord::encode_config(&config),
+            config: config.clone(),
             image_id: String::new(),
             image_ref: String::new(),
             log_path: Some(log),
@@ -223,7 +230,7 @@ impl Runtime {
         self.made.iter().find(|r| r.id == id).expect("made here")
     }
 
-    async fn status(&self, id: &str) -> ShimStatus {
+    async fn status(&self, id: &str) -> RunState {
         shim::state(&self.record(id).shim_dir)
             .await
             .expect("state")
@@ -260,7 +267,7 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         for r in &self.made {
             let socket = r.shim_dir.join("shim.sock");
-            let _ = berth_shim::client::call(
+            let _ = berth_shim_api::client::call(
                 &socket,
                 &Request::Kill {
                     signal: SignalArg::Number(9),
@@ -268,7 +275,7 @@ impl Drop for Runtime {
                 },
                 Some(T),
             );
-            let _ = berth_shim::client::call(&socket, &Request::Shutdown, Some(T));
+            let _ = berth_shim_api::client::call(&socket, &Request::Shutdown, Some(T));
         }
         // the shared parent, in every v1 hierarchy, once no test uses it
         if let Ok(hierarchies) = fs::read_dir("/sys/fs/cgroup") {
@@ -423,7 +430,7 @@ async fn dropping_an_exec_kills_its_process() {
             wait_for(|| !is_alive(pid)).await;
         }
     }
-    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    assert_eq!(rt.status(&id).await, RunState::Running);
 }
 
 fn is_alive(pid: i32) -> bool {
@@ -547,7 +554,7 @@ async fn two_attachers_and_detach_keeps_the_container() {
         .await
         .expect("a detaches when its stdin ends")
         .expect("attach ok");
-    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    assert_eq!(rt.status(&id).await, RunState::Running);
     // a third attacher, dropped in mid-session, only detaches
     let (mut c_in, c_in_theirs) = pipe();
     let (c_out_theirs, _c_out) = pipe();
@@ -584,7 +591,7 @@ async fn two_attachers_and_detach_keeps_the_container() {
     }
     drop(c);
     drop(a);
-    assert_eq!(rt.status(&id).await, ShimStatus::Running);
+    assert_eq!(rt.status(&id).await, RunState::Running);
     let (stopped, b_done) =
         tokio::join!(rt.containers.stop(&id, 0), tokio::time::timeout(T, &mut b));
     stopped.expect("stop");
@@ -621,7 +628,7 @@ async fn stdin_once_attach_ends_with_its_stdin() {
     r.expect("attach ok");
     // the client saw the output that followed the end of its stdin
     assert_eq!(read_to_end(stdout).await, "x\ndone\n");
-    assert_eq!(rt.status(&id).await, ShimStatus::Stopped);
+    assert_eq!(rt.status(&id).await, RunState::Stopped);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -658,7 +665,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
         created_at: 0,
         state: SandboxState::Ready,
         runtime_handler: String::new(),
-        config: SandboxRecord::encode_config(&PodSandboxConfig {
+        config: PodSandboxConfig {
             linux: Some(LinuxPodSandboxConfig {
                 security_context: Some(LinuxSandboxSecurityContext {
                     namespace_options: Some(NamespaceOption {
@@ -670,7 +677,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
                 ..Default::default()
             }),
             ..Default::default()
-        }),
+        },
         dir: PathBuf::new(),
         namespaces,
         infra: None,

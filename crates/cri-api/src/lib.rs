@@ -3,6 +3,7 @@
 //! Everything here is generated from `proto/api.proto`; no hand-written logic
 //! lives in this crate.
 
+#![forbid(unsafe_code)]
 #![allow(clippy::all, missing_docs)]
 
 /// Generated messages plus the `RuntimeService` and `ImageService` client and server.

@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use super::{error_chain, send_signal, Exited, Server, INIT_OUTPUT_GRACE, SIGKILL};
 use crate::daemon::FINAL_FLUSH;
-use crate::files::write_json_atomic;
 use crate::output::OutputPipe;
-use crate::protocol::{ErrorCode, ExitRecord, Response};
 use crate::reaper::reap_all;
 use crate::{runtime, timestamp};
+use berth_atomic_file::write_json_atomic;
+use berth_shim_api::protocol::{ErrorCode, ExitRecord, Response};
 
 impl Server {
     pub(super) fn on_sigchld(&mut self) {
@@ -76,7 +76,7 @@ impl Server {
             exited_at: ex.at.clone(),
             oom_killed,
         };
-        if let Err(err) = write_json_atomic(&self.cfg.files.exit(), &record) {
+        if let Err(err) = write_json_atomic(&self.cfg.files.exit(), &record, 0o644) {
             tracing::error!(%err, "cannot write the exit file");
         }
         tracing::info!(?record, "container stopped");

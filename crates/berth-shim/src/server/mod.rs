@@ -20,10 +20,10 @@ use crate::exec::{ExecSession, ExecStream};
 use crate::logfile::LogFile;
 use crate::oom::OomProbe;
 use crate::output::OutputPipe;
-use crate::protocol::{ErrorCode, ExitRecord, Request, Response, Status};
 use crate::session::InteractiveSession;
 use crate::setup::{Created, ShimConfig};
 use crate::timestamp;
+use berth_shim_api::protocol::{ErrorCode, ExitRecord, Request, Response, RunState};
 
 mod lifecycle;
 mod requests;
@@ -387,13 +387,13 @@ impl Server {
         }
     }
 
-    fn status(&self) -> Status {
+    fn status(&self) -> RunState {
         if self.init.record.is_some() {
-            Status::Stopped
+            RunState::Stopped
         } else if self.init.started_at.is_some() {
-            Status::Running
+            RunState::Running
         } else {
-            Status::Created
+            RunState::Created
         }
     }
 }

@@ -10,14 +10,14 @@ use std::os::fd::OwnedFd;
 
 use crate::console::ConsoleSocket;
 use crate::exec::{resolve, ExecSession};
-use crate::protocol::{
-    ErrorCode, ExecRequest, Response, SessionFd, SessionRequest, SignalArg, StateInfo, Status,
-};
 use crate::runtime::{self, ExecProcess};
 use crate::session::{resolve_session, InteractiveSession};
 use crate::setup::{pipe, SetupError};
 use crate::signal::signal_number;
 use crate::timestamp;
+use berth_shim_api::protocol::{
+    ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest, SignalArg, StateInfo,
+};
 
 impl Server {
     pub(super) fn state(&self) -> StateInfo {
@@ -38,7 +38,7 @@ impl Server {
         if self.init.exited.is_some() {
             return Response::error(ErrorCode::NotRunning, "the container's init has exited");
         }
-        if self.status() != Status::Created {
+        if self.status() != RunState::Created {
             return Response::error(ErrorCode::InvalidState, "the container was already started");
         }
         match self.container.start() {
@@ -87,7 +87,7 @@ impl Server {
     }
 
     pub(super) fn exec(&mut self, client: u64, req: ExecRequest) -> Option<Response> {
-        if self.init.exited.is_some() || self.status() != Status::Running {
+        if self.init.exited.is_some() || self.status() != RunState::Running {
             return Some(Response::error(
                 ErrorCode::NotRunning,
                 "the container is not running",
@@ -133,7 +133,7 @@ impl Server {
     /// `session`: starts the process and hands the client its stdio ends
     /// with the answer; `exited` follows from [`Server::on_sigchld`].
     pub(super) fn start_session(&mut self, client: u64, req: SessionRequest) -> Option<Response> {
-        if self.init.exited.is_some() || self.status() != Status::Running {
+        if self.init.exited.is_some() || self.status() != RunState::Running {
             return Some(Response::error(
                 ErrorCode::NotRunning,
                 "the container is not running",

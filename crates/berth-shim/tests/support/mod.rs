@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use berth_shim::client;
-use berth_shim::protocol::{ExitRecord, Ready, Request, Response, StateInfo, Status};
+use berth_shim_api::client;
+use berth_shim_api::protocol::{ExitRecord, Ready, Request, Response, RunState, StateInfo};
 use serde_json::json;
 
 pub const SHIM: &str = env!("CARGO_BIN_EXE_berth-shim");
@@ -321,7 +321,7 @@ impl TestContainer {
         let mut last = None;
         wait_until(timeout, || {
             let s = self.state();
-            let done = s.status == Status::Stopped;
+            let done = s.status == RunState::Stopped;
             last = Some(s);
             done
         });

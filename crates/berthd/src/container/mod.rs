@@ -3,34 +3,35 @@
 //! spec); the shim creates, starts and reaps the container.
 
 pub mod cgroup_view;
+mod create;
+mod error;
+mod exec_sync;
+pub mod host;
+#[cfg(test)]
+mod lifecycle_tests;
+mod remove;
+mod reopen_log;
 pub mod resources;
 pub mod rootfs;
 pub mod shim;
 pub mod shim_log;
+mod start;
+mod stop;
 pub mod store;
 pub mod trash;
+mod update;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use berth_image::store::ImageStore;
-use berth_shim::protocol::{
-    ExecRequest, Request, Response, SignalArg, StateInfo, Status as ShimStatus,
-};
-use berth_spec::{
-    CgroupFeatures, ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces,
-};
-use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
-use nix::sys::signal::Signal;
-use tonic::Status;
+use berth_shim_api::protocol::{Response, RunState, StateInfo};
+use berth_spec::CgroupFeatures;
 
-use self::rootfs::RootfsPaths;
-use self::shim::ShimLaunch;
+pub use self::error::ContainerError;
+use self::host::{RootfsMounts, Shims};
 use self::store::{ContainerRecord, ContainerStore};
-use crate::clock::now_nanos;
-use crate::sandbox::store::SandboxRecord;
-use crate::sandbox::{internal, new_id, SandboxManager};
+use crate::sandbox::SandboxManager;
 
 /// Everything containers need from the daemon.
 pub struct ContainerManager {
@@ -44,531 +45,40 @@ pub struct ContainerManager {
     /// Where each shim keeps its socket, pid and exit files.
     pub shims_dir: PathBuf,
     pub shim: PathBuf,
-    /// For resource updates of running containers.
-    pub cgroups: Arc<berth_cgroups::CgroupfsManager>,
+    /// Starts shims and talks to them.
+    pub shims: Arc<dyn Shims>,
+    /// The overlay mounts of root filesystems.
+    pub mounts: Arc<dyn RootfsMounts>,
+    /// For each container's cgroup view and resource updates.
+    pub cgroups: Arc<dyn berth_cgroups::CgroupManager>,
     /// What the host's cgroups offer, read at start-up.
     pub features: CgroupFeatures,
 }
 
-/// What a failed create has to undo.
-#[derive(Default)]
-struct Undo {
-    name: Option<(String, String)>,
-    rootfs: Option<RootfsPaths>,
-    dirs: Vec<PathBuf>,
-    shim_dir: Option<PathBuf>,
-}
-
 impl ContainerManager {
-    /// CreateContainer: returns the new container's id.
-    ///
-    /// The container is judged against `request_sandbox_config`, the sandbox
-    /// config that comes with the request, as containerd does: kubelet
-    /// rebuilds it for every create, e.g. privileged once the pod has a
-    /// privileged ephemeral container. Without one, the config stored at
-    /// RunPodSandbox is used.
-    pub async fn create(
-        &self,
-        sandbox_id: &str,
-        config: ContainerConfig,
-        request_sandbox_config: Option<PodSandboxConfig>,
-    ) -> Result<String, Status> {
-        let metadata = config
-            .metadata
-            .clone()
-            .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
-        if metadata.name.is_empty() {
-            return Err(Status::invalid_argument("config.metadata.name is required"));
-        }
-        let image_name = config
-            .image
-            .as_ref()
-            .map(|image| image.image.clone())
-            .unwrap_or_default();
-        if image_name.is_empty() {
-            return Err(Status::invalid_argument("config.image.image is required"));
-        }
-        let sandbox_handle = self
-            .sandboxes
-            .find(sandbox_id)?
-            .ok_or_else(|| Status::not_found(format!("pod sandbox {sandbox_id:?} not found")))?;
-        let sandbox = sandbox_handle.lock().await.clone();
-        let stored_config = sandbox.decode_config();
-        let sandbox_meta = stored_config.metadata.clone().unwrap_or_default();
-        let sandbox_config = request_sandbox_config.unwrap_or(stored_config);
-        let image = self.images.resolve(&image_name).ok_or_else(|| {
-            Status::not_found(format!("image {image_name:?} not found: pull it first"))
-        })?;
-
-        let id = new_id();
-        let name_key = format!(
-            "{}_{}_{}_{}_{}",
-            metadata.name,
-            sandbox_meta.name,
-            sandbox_meta.namespace,
-            sandbox_meta.uid,
-            metadata.attempt
-        );
-        if let Err(existing) = self.store.reserve_name(&name_key, &id) {
-            return Err(Status::already_exists(format!(
-                "container name {name_key:?} is reserved by container {existing}"
-            )));
-        }
-        let mut undo = Undo {
-            name: Some((name_key.clone(), id.clone())),
-            ..Default::default()
-        };
-        match self
-            .set_up(
-                &id,
-                &name_key,
-                &sandbox,
-                &sandbox_config,
-                config,
-                &image,
-                &image_name,
-                &mut undo,
-            )
-            .await
-        {
-            Ok(record) => {
-                self.store.insert(record);
-                Ok(id)
-            }
-            Err(status) => {
-                self.undo(undo).await;
-                Err(status)
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn set_up(
-        &self,
-        id: &str,
-        name_key: &str,
-        sandbox: &SandboxRecord,
-        sandbox_config: &PodSandboxConfig,
-        config: ContainerConfig,
-        image: &berth_image::store::ImageRecord,
-        image_name: &str,
-        undo: &mut Undo,
-    ) -> Result<ContainerRecord, Status> {
-        let bundle = self.store.record_dir(id);
-        let layer_dir = self.layers_dir.join(id);
-        // Unix socket paths are limited to 107 bytes: the shim's dir is
-        // named by a 12-digit prefix of the (random) id, in a short path.
-        let shim_dir = self.shims_dir.join(&id[..12.min(id.len())]);
-        for dir in [&bundle, &layer_dir, &self.shims_dir] {
-            std::fs::create_dir_all(dir).map_err(|err| internal("container dir", &err))?;
-        }
-        std::fs::create_dir(&shim_dir).map_err(|err| internal("shim dir", &err))?;
-        undo.dirs = vec![bundle.clone(), layer_dir.clone(), shim_dir.clone()];
-
-        // Root filesystem: the image's layers under a writable upper dir.
-        let layers = image
-            .layers
-            .iter()
-            .map(|layer| self.images.layer_path(&layer.diff_id))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| Status::internal(err.to_string()))?;
-        let paths = RootfsPaths::new(&layer_dir, &bundle);
-        rootfs::mount_rootfs(&layers, &paths).map_err(|err| Status::internal(err.to_string()))?;
-        undo.rootfs = Some(paths.clone());
-
-        // The OCI spec.
-        let image_config = self
-            .images
-            .blob_path(&image.id)
-            .ok()
-            .and_then(|path| std::fs::read(path).ok())
-            .and_then(|bytes| {
-                oci_spec::image::ImageConfiguration::from_reader(bytes.as_slice()).ok()
-            })
-            .ok_or_else(|| Status::internal(format!("image config {} is unreadable", image.id)))?;
-        let image_view = ImageConfigView::from(&image_config);
-        let location =
-            berth_cgroups::container_cgroup(self.sandboxes.driver, &sandbox.cgroup_parent, id)
-                .map_err(|err| Status::invalid_argument(format!("cgroup: {err}")))?;
-        let cgroups_path = self.oci_cgroups_path(&location);
-        let hierarchy_dirs = self
-            .cgroups
-            .hierarchy_dirs(&location.path)
-            .map_err(|err| Status::internal(format!("cgroup: {err}")))?;
-        let cgroup_view = cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs);
-        let target_pid = self.target_pid(&config, &sandbox.id).await?;
-        let namespaces = SandboxNamespaces {
-            network: sandbox.namespaces.get("net").cloned(),
-            ipc: sandbox.namespaces.get("ipc").cloned(),
-            uts: sandbox.namespaces.get("uts").cloned(),
-            pid: sandbox.namespaces.get("pid").cloned(),
-            target_pid,
-        };
-        let files = SandboxFiles {
-            hostname: Some(sandbox.dir.join("hostname")),
-            hosts: Some(sandbox.dir.join("hosts")),
-            resolv_conf: Some(sandbox.dir.join("resolv.conf")),
-            shm: sandbox.shm.clone(),
-        };
-        let log_path = berth_spec::annotations::log_path(&config, sandbox_config)
-            .map_err(|err| Status::invalid_argument(err.to_string()))?;
-        let etc_passwd = read_image_file(&paths.merged, "etc/passwd");
-        let etc_group = read_image_file(&paths.merged, "etc/group");
-        // The spec is built and written before any await: the host lookup
-        // it borrows is not Send.
-        {
-            let inputs = ContainerInputs {
-                container_id: id,
-                sandbox_id: &sandbox.id,
-                config: &config,
-                sandbox_config,
-                image: &image_view,
-                rootfs: &paths.merged,
-                namespaces: &namespaces,
-                cgroups_path: &cgroups_path,
-                cgroup_view,
-                etc_passwd: etc_passwd.as_deref(),
-                etc_group: etc_group.as_deref(),
-                sandbox_files: files,
-                host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
-                features: self.features,
-                host: &OsHost,
-            };
-            let spec = berth_spec::container_spec(&inputs).map_err(spec_status)?;
-            spec.save(bundle.join("config.json"))
-                .map_err(|err| Status::internal(format!("writing config.json: {err}")))?;
-        }
-        if let Some(log) = &log_path {
-            if let Some(dir) = log.parent() {
-                std::fs::create_dir_all(dir).map_err(|err| internal("log dir", &err))?;
-            }
-        }
-        let stop_signal =
-            berth_spec::stop_signal(&config, &image_view).unwrap_or(Signal::SIGTERM as i32);
-
-        undo.shim_dir = Some(shim_dir.clone());
-        let pid = shim::launch(&ShimLaunch {
-            binary: &self.shim,
-            id,
-            bundle: &bundle,
-            state_root: &self.runtime_root,
-            dir: &shim_dir,
-            log: log_path.as_deref(),
-            tty: config.tty,
-            stdin: config.stdin,
-            stdin_once: config.stdin_once,
-            kept_log: &shim_log::kept_path(&sandbox.dir, id),
-        })
-        .await?;
-
-        let record = ContainerRecord {
-            id: id.to_string(),
-            name_key: name_key.to_string(),
-            sandbox_id: sandbox.id.clone(),
-            created_at: now_nanos(),
-            config: ContainerRecord::encode_config(&config),
-            image_id: image.id.clone(),
-            image_ref: image_name.to_string(),
-            log_path,
-            bundle,
-            layer_dir,
-            shim_dir,
-            cgroups_path,
-            cgroup_path: location.path.clone(),
-            pid,
-            stop_signal,
-        };
-        self.store
-            .persist(&record)
-            .map_err(|err| Status::internal(err.to_string()))?;
-        Ok(record)
-    }
-
-    /// The spec's `linux.cgroupsPath`: systemd's `slice:berth:<id>` under
-    /// the systemd driver on cgroup v2, where libcontainer makes the scope;
-    /// the expanded path otherwise (libcontainer's systemd support is v2
-    /// only, so on a v1 systemd host the container's cgroups are made
-    /// directly inside its pod's slice).
-    fn oci_cgroups_path(&self, location: &berth_cgroups::CgroupLocation) -> String {
-        if self.features.v2 {
-            location.oci_cgroups_path().to_string()
-        } else {
-            location.path.clone()
-        }
-    }
-
-    /// For PID TARGET: the init pid of the target container, which must
-    /// be a running container of the same sandbox.
-    async fn target_pid(
-        &self,
-        config: &ContainerConfig,
-        sandbox_id: &str,
-    ) -> Result<Option<u32>, Status> {
-        let options = config
-            .linux
-            .as_ref()
-            .and_then(|linux| linux.security_context.as_ref())
-            .and_then(|context| context.namespace_options.as_ref());
-        let Some(options) = options.filter(|options| options.pid() == NamespaceMode::Target) else {
-            return Ok(None);
-        };
-        let target_id = &options.target_id;
-        let handle = self
-            .store
-            .find(target_id)
-            .map_err(|err| Status::invalid_argument(err.to_string()))?;
-        let Some(handle) = handle.filter(|_| !target_id.is_empty()) else {
-            return Err(Status::not_found(format!(
-                "namespace_options.target_id: container {target_id:?} not found"
-            )));
-        };
-        let target = handle.lock().await.clone();
-        if target.sandbox_id != sandbox_id {
-            return Err(Status::failed_precondition(format!(
-                "namespace_options.target_id: container {} is in another pod sandbox",
-                target.id
-            )));
-        }
-        match shim::state(&target.shim_dir).await {
-            Some(state) if state.status == ShimStatus::Running => Ok(u32::try_from(state.pid).ok()),
-            _ => Err(Status::failed_precondition(format!(
-                "namespace_options.target_id: container {} is not running",
-                target.id
-            ))),
-        }
-    }
-
-    async fn undo(&self, undo: Undo) {
-        if let Some(dir) = &undo.shim_dir {
-            let _ = shim::call(
-                dir,
-                Request::Kill {
-                    signal: SignalArg::Number(Signal::SIGKILL as i32),
-                    all: true,
-                },
-                Duration::ZERO,
-            )
-            .await;
-            let _ = shim::call(dir, Request::Shutdown, Duration::ZERO).await;
-        }
-        if let Some(paths) = &undo.rootfs {
-            if let Err(err) = rootfs::unmount_rootfs(paths) {
-                tracing::warn!(error = %err, "undo: unmount rootfs");
-            }
-        }
-        for dir in &undo.dirs {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        if let Some((name, id)) = &undo.name {
-            self.store.release_name(name, id);
-        }
-    }
-
-    /// StartContainer.
-    pub async fn start(&self, id: &str) -> Result<(), Status> {
-        let record = self.get(id).await?;
-        match shim::call(&record.shim_dir, Request::Start, Duration::ZERO).await {
-            Ok(Response::Ok) => Ok(()),
-            // The shim's log stays in its dir until RemoveContainer.
-            Ok(Response::Error { message, .. }) => {
-                let log = shim::log_path(&record.shim_dir);
-                Err(Status::failed_precondition(shim_log::with_reason(
-                    &format!("starting container {}: {message}", record.id),
-                    &log,
-                    Some(&log),
-                )))
-            }
-            Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
-            Err(err) => Err(Status::internal(format!(
-                "shim of container {}: {err}",
-                record.id
-            ))),
-        }
-    }
-
-    /// StopContainer: the stop signal, then SIGKILL after `timeout`
-    /// seconds. Stopped or unknown is success.
-    pub async fn stop(&self, id: &str, timeout: i64) -> Result<(), Status> {
-        let Some(handle) = self.find(id)? else {
-            return Ok(());
-        };
-        let record = handle.lock().await.clone();
-        if !is_running(&record).await {
-            return Ok(());
-        }
-        if timeout > 0 {
-            let _ = shim::call(
-                &record.shim_dir,
-                Request::Kill {
-                    signal: SignalArg::Number(record.stop_signal),
-                    all: false,
-                },
-                Duration::ZERO,
-            )
-            .await;
-            if wait_stopped(&record, Duration::from_secs(timeout as u64)).await {
-                return Ok(());
-            }
-        }
-        let _ = shim::call(
-            &record.shim_dir,
-            Request::Kill {
-                signal: SignalArg::Number(Signal::SIGKILL as i32),
-                all: true,
-            },
-            Duration::ZERO,
-        )
-        .await;
-        if wait_stopped(&record, Duration::from_secs(10)).await {
-            Ok(())
-        } else {
-            Err(Status::internal(format!(
-                "container {} did not stop after SIGKILL",
-                record.id
-            )))
-        }
-    }
-
-    /// RemoveContainer: stops it, then removes its shim, rootfs and files.
-    /// Unknown is success.
-    pub async fn remove(&self, id: &str) -> Result<(), Status> {
-        let Some(handle) = self.find(id)? else {
-            return Ok(());
-        };
-        let full_id = handle.lock().await.id.clone();
-        self.stop(&full_id, 0).await?;
-        let record = handle.lock().await;
-        if !self.store.contains(&record.id) {
-            return Ok(());
-        }
-        let _ = shim::call(&record.shim_dir, Request::Shutdown, Duration::ZERO).await;
-        rootfs::unmount_rootfs(&RootfsPaths::new(&record.layer_dir, &record.bundle))
-            .map_err(|err| Status::internal(err.to_string()))?;
-        let mut trashed = Vec::new();
-        for dir in [&record.bundle, &record.layer_dir, &record.shim_dir] {
-            match trash::discard(dir).await {
-                Ok(moved) => trashed.extend(moved),
-                Err(err) => {
-                    trash::purge(trashed);
-                    return Err(internal(&format!("removing {}", dir.display()), &err));
-                }
-            }
-        }
-        trash::purge(trashed);
-        self.store.remove(&record.id);
-        self.store.release_name(&record.name_key, &record.id);
-        Ok(())
-    }
-
-    /// ExecSync: runs a command in the container, returning its output.
-    pub async fn exec_sync(
-        &self,
-        id: &str,
-        args: Vec<String>,
-        timeout: i64,
-    ) -> Result<berth_shim::protocol::ExecResult, Status> {
-        let record = self.get(id).await?;
-        if args.is_empty() {
-            return Err(Status::invalid_argument("cmd must not be empty"));
-        }
-        let timeout_s = u64::try_from(timeout).unwrap_or(0);
-        let request = Request::Exec(ExecRequest {
-            args,
-            env: Vec::new(),
-            cwd: None,
-            user: None,
-            timeout_s,
-            max_output_bytes: None,
-        });
-        match shim::call(&record.shim_dir, request, Duration::from_secs(timeout_s)).await {
-            Ok(Response::Exec(result)) => Ok(result),
-            Ok(Response::Error { message, .. }) => Err(Status::failed_precondition(format!(
-                "exec in container {}: {message}",
-                record.id
-            ))),
-            Ok(other) => Err(Status::internal(format!("shim answered {other:?}"))),
-            Err(err) => Err(Status::internal(format!(
-                "shim of container {}: {err}",
-                record.id
-            ))),
-        }
-    }
-
-    /// UpdateContainerResources: applied to the container's cgroup as sent,
-    /// then kept in the record so `ContainerStatus` reports what is in effect.
-    pub async fn update_resources(
-        &self,
-        id: &str,
-        resources: &cri_api::v1::LinuxContainerResources,
-    ) -> Result<(), Status> {
-        let handle = self.handle(id)?;
-        // Held across the cgroup write so two updates cannot interleave
-        // their cgroup writes and their record writes differently.
-        let mut record = handle.lock().await;
-        let update = resources::cgroup_update(resources);
-        // The driver's manager: under systemd it sets the scope's unit
-        // properties too, so a daemon-reload keeps the new limits.
-        let cgroups = self.sandboxes.cgroups.clone();
-        let path = record.cgroup_dir().to_string();
-        tokio::task::spawn_blocking(move || cgroups.update(&path, &update))
-            .await
-            .map_err(|err| Status::internal(format!("update task: {err}")))?
-            .map_err(|err| {
-                Status::failed_precondition(format!("updating container {}: {err}", record.id))
-            })?;
-        let mut config = record.decode_config();
-        let linux = config.linux.get_or_insert_with(Default::default);
-        let current = linux.resources.clone().unwrap_or_default();
-        linux.resources = Some(resources::after_update(&current, resources));
-        record.config = ContainerRecord::encode_config(&config);
-        self.store
-            .persist(&record)
-            .map_err(|err| internal(&format!("saving container {}", record.id), &err))
-    }
-
-    /// ReopenContainerLog.
-    pub async fn reopen_log(&self, id: &str) -> Result<(), Status> {
-        let record = self.get(id).await?;
-        if !is_running(&record).await {
-            return Err(Status::failed_precondition(format!(
-                "container {} is not running",
-                record.id
-            )));
-        }
-        match shim::call(&record.shim_dir, Request::ReopenLog, Duration::ZERO).await {
-            Ok(Response::Ok) => Ok(()),
-            Ok(other) => Err(Status::internal(format!("reopening log: {other:?}"))),
-            Err(err) => Err(Status::internal(format!(
-                "shim of container {}: {err}",
-                record.id
-            ))),
-        }
-    }
-
     /// The live state of a container.
     pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
-        shim::state(&record.shim_dir).await
+        self.shims.state(&record.shim_dir).await
     }
 
+    /// The container `id` names (full id or unique prefix).
     pub fn find(
         &self,
         id: &str,
-    ) -> Result<Option<Arc<tokio::sync::Mutex<ContainerRecord>>>, Status> {
-        self.store
-            .find(id)
-            .map_err(|err| Status::invalid_argument(err.to_string()))
+    ) -> Result<Option<Arc<tokio::sync::Mutex<ContainerRecord>>>, ContainerError> {
+        Ok(self.store.find(id)?)
     }
 
     /// A container's record, or NotFound naming the id.
-    pub async fn get(&self, id: &str) -> Result<ContainerRecord, Status> {
+    pub async fn get(&self, id: &str) -> Result<ContainerRecord, ContainerError> {
         let record = self.handle(id)?.lock().await.clone();
         Ok(record)
     }
 
     /// A container's shared record, or NotFound naming the id.
-    fn handle(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContainerRecord>>, Status> {
+    fn handle(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContainerRecord>>, ContainerError> {
         self.find(id)?
-            .ok_or_else(|| Status::not_found(format!("container {id:?} not found")))
+            .ok_or_else(|| ContainerError::NotFound { id: id.to_string() })
     }
 
     /// Every container of a sandbox.
@@ -582,48 +92,24 @@ impl ContainerManager {
         }
         records
     }
-}
 
-async fn is_running(record: &ContainerRecord) -> bool {
-    matches!(shim::state(&record.shim_dir).await, Some(state) if state.status == ShimStatus::Running)
-}
-
-/// Polls the shim until the container is no longer running. The interval
-/// starts at 1 ms and doubles up to 50 ms: most containers exit within a few
-/// ms of their stop signal, and a fixed 50 ms made every StopContainer last
-/// at least that long.
-async fn wait_stopped(record: &ContainerRecord, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut interval = Duration::from_millis(1);
-    loop {
-        if !is_running(record).await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(interval).await;
-        interval = (interval * 2).min(Duration::from_millis(50));
+    async fn is_running(&self, record: &ContainerRecord) -> bool {
+        matches!(self.shims.state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
     }
 }
 
-/// Reads a small file of the image without following a symlink out of the
-/// rootfs: a symlinked `/etc` or `/etc/passwd` is treated as absent.
-fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
-    let mut path = rootfs.to_path_buf();
-    for part in relative.split('/') {
-        path.push(part);
-        if std::fs::symlink_metadata(&path)
-            .ok()?
-            .file_type()
-            .is_symlink()
-        {
-            return None;
-        }
+/// A shim answer that does not fit the request.
+fn shim_answer(record: &ContainerRecord, answer: &Response) -> ContainerError {
+    ContainerError::ShimAnswer {
+        id: record.id.clone(),
+        answer: format!("{answer:?}"),
     }
-    std::fs::read_to_string(path).ok()
 }
 
-fn spec_status(err: berth_spec::SpecError) -> Status {
-    Status::invalid_argument(err.to_string())
+/// The shim's socket could not be used.
+fn shim_unreachable(record: &ContainerRecord, source: std::io::Error) -> ContainerError {
+    ContainerError::ShimUnreachable {
+        id: record.id.clone(),
+        source,
+    }
 }

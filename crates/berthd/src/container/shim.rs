@@ -4,12 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use berth_shim::files::ShimFiles;
-use berth_shim::protocol::{ExitRecord, Ready, Request, Response, StateInfo, Status as ShimStatus};
+use super::{shim_log, ContainerError};
+use berth_shim_api::files::ShimFiles;
+use berth_shim_api::protocol::{ExitRecord, Ready, Request, Response, RunState, StateInfo};
 use tokio::io::AsyncReadExt;
-use tonic::Status;
-
-use super::shim_log;
 
 /// How long a shim may take to create its container.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,7 +34,7 @@ pub struct ShimLaunch<'a> {
 
 /// Starts a shim and waits until it reports the container created. Returns
 /// the container's init pid.
-pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, Status> {
+pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
     let mut command = tokio::process::Command::new(launch.binary);
     command
         .arg("--id")
@@ -64,13 +62,19 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, Status> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(false);
-    let mut child = command.spawn().map_err(|err| {
-        Status::internal(format!("cannot start {}: {err}", launch.binary.display()))
-    })?;
+    let mut child = command
+        .spawn()
+        .map_err(|source| ContainerError::ShimSpawn {
+            binary: launch.binary.to_path_buf(),
+            source,
+        })?;
     let mut stdout = child
         .stdout
         .take()
-        .ok_or_else(|| Status::internal("shim stdout missing"))?;
+        .ok_or_else(|| ContainerError::ShimSpawn {
+            binary: launch.binary.to_path_buf(),
+            source: std::io::Error::other("its stdout was not piped"),
+        })?;
     let mut answer = String::new();
     let read = tokio::time::timeout(CREATE_TIMEOUT, stdout.read_to_string(&mut answer)).await;
     // The shim detaches (its own session); the process berthd started exits
@@ -106,7 +110,7 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, Status> {
 /// The error of a create the shim could not do, with the reason from its
 /// log. The container cannot be made as configured on this node, so
 /// FailedPrecondition (kubelet shows the message as CreateContainerError).
-fn failed_create(launch: &ShimLaunch<'_>, reason: &str) -> Status {
+fn failed_create(launch: &ShimLaunch<'_>, reason: &str) -> ContainerError {
     let log = ShimFiles::new(launch.dir.to_path_buf()).log();
     let kept = match shim_log::keep(&log, launch.kept_log) {
         Ok(()) => Some(launch.kept_log),
@@ -115,7 +119,10 @@ fn failed_create(launch: &ShimLaunch<'_>, reason: &str) -> Status {
             None
         }
     };
-    Status::failed_precondition(shim_log::with_reason(reason, &log, kept))
+    ContainerError::CreateFailed {
+        id: launch.id.to_string(),
+        message: shim_log::with_reason(reason, &log, kept),
+    }
 }
 
 /// The shim's log of container `dir`, kept with the container.
@@ -131,7 +138,7 @@ pub async fn call(
 ) -> Result<Response, std::io::Error> {
     let socket = ShimFiles::new(dir.to_path_buf()).socket();
     tokio::task::spawn_blocking(move || {
-        berth_shim::client::call(&socket, &request, Some(CALL_TIMEOUT + extra))
+        berth_shim_api::client::call(&socket, &request, Some(CALL_TIMEOUT + extra))
     })
     .await
     .map_err(std::io::Error::other)?
@@ -152,7 +159,7 @@ fn exit_state(dir: &Path) -> Option<StateInfo> {
     let exit: ExitRecord = serde_json::from_slice(&bytes).ok()?;
     Some(StateInfo {
         id: String::new(),
-        status: ShimStatus::Stopped,
+        status: RunState::Stopped,
         pid: 0,
         created_at: String::new(),
         started_at: None,

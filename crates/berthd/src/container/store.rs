@@ -2,9 +2,7 @@
 
 use std::path::PathBuf;
 
-use base64::Engine;
 use cri_api::v1::ContainerConfig;
-use prost::Message;
 use serde::{Deserialize, Serialize};
 
 use crate::state_store::{Record, RecordStore};
@@ -18,8 +16,9 @@ pub struct ContainerRecord {
     pub name_key: String,
     pub sandbox_id: String,
     pub created_at: i64,
-    /// The `ContainerConfig` as received, protobuf-encoded then base64.
-    pub config: String,
+    /// The `ContainerConfig` as received (on disk: protobuf, then base64).
+    #[serde(with = "crate::state_store::proto_base64")]
+    pub config: ContainerConfig,
     /// The image id (config digest) and the reference the client used.
     pub image_id: String,
     pub image_ref: String,
@@ -50,18 +49,6 @@ impl ContainerRecord {
         } else {
             &self.cgroup_path
         }
-    }
-
-    pub fn decode_config(&self) -> ContainerConfig {
-        base64::engine::general_purpose::STANDARD
-            .decode(&self.config)
-            .ok()
-            .and_then(|bytes| ContainerConfig::decode(bytes.as_slice()).ok())
-            .unwrap_or_default()
-    }
-
-    pub fn encode_config(config: &ContainerConfig) -> String {
-        base64::engine::general_purpose::STANDARD.encode(config.encode_to_vec())
     }
 }
 

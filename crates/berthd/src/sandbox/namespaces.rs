@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use cri_api::v1::NamespaceMode;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use tonic::Status;
+
+use super::SandboxError;
 
 /// What berth-pinns is asked to make.
 #[derive(Debug, Clone)]
@@ -29,7 +30,7 @@ pub struct Pinned {
 }
 
 /// Runs berth-pinns. On failure nothing stays pinned.
-pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, Status> {
+pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, SandboxError> {
     let mut command = tokio::process::Command::new(pinns);
     command.arg("--dir").arg(&request.dir);
     for (asked, flag) in [
@@ -54,7 +55,10 @@ pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, Status> {
     let output = command
         .output()
         .await
-        .map_err(|err| Status::internal(format!("cannot run {}: {err}", pinns.display())))?;
+        .map_err(|source| SandboxError::PinnsSpawn {
+            binary: pinns.to_path_buf(),
+            source,
+        })?;
     let mut pinned = Pinned::default();
     for (asked, name) in [
         (request.net, "net"),
@@ -72,10 +76,9 @@ pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, Status> {
             unmount(path);
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(Status::internal(format!(
-            "creating pod namespaces failed: {}",
-            stderr.trim()
-        )));
+        return Err(SandboxError::PinFailed {
+            stderr: stderr.trim().to_string(),
+        });
     }
     let infra = String::from_utf8_lossy(&output.stdout)
         .trim()
@@ -92,25 +95,23 @@ pub fn check_sysctls(
     sysctls: &HashMap<String, String>,
     network: NamespaceMode,
     ipc: NamespaceMode,
-) -> Result<Vec<String>, Status> {
+) -> Result<Vec<String>, SandboxError> {
     let mut checked = Vec::new();
     let mut keys: Vec<_> = sysctls.keys().collect();
     keys.sort();
     for key in keys {
         let normalized = key.replace('/', ".");
-        let namespace = sysctl_namespace(&normalized).ok_or_else(|| {
-            Status::invalid_argument(format!(
-                "linux.sysctls: {key:?} is not a namespaced sysctl, so it would change the whole node"
-            ))
-        })?;
+        let namespace = sysctl_namespace(&normalized)
+            .ok_or_else(|| SandboxError::SysctlNotNamespaced { key: key.clone() })?;
         let shared = match namespace {
             "net" => network == NamespaceMode::Node,
             _ => ipc == NamespaceMode::Node,
         };
         if shared {
-            return Err(Status::invalid_argument(format!(
-                "linux.sysctls: {key:?} needs the pod's own {namespace} namespace, but the pod uses the host's"
-            )));
+            return Err(SandboxError::SysctlOfHostNamespace {
+                key: key.clone(),
+                namespace,
+            });
         }
         checked.push(format!("{key}={}", sysctls[key]));
     }
@@ -139,8 +140,8 @@ fn sysctl_namespace(key: &str) -> Option<&'static str> {
 }
 
 /// Mounts the pod's /dev/shm tmpfs at `path`.
-pub fn mount_shm(path: &Path, size: &str) -> Result<(), Status> {
-    std::fs::create_dir_all(path).map_err(|err| Status::internal(format!("shm dir: {err}")))?;
+pub fn mount_shm(path: &Path, size: &str) -> Result<(), SandboxError> {
+    std::fs::create_dir_all(path).map_err(|err| SandboxError::io("shm dir", err))?;
     mount(
         Some("shm"),
         path,
@@ -148,7 +149,10 @@ pub fn mount_shm(path: &Path, size: &str) -> Result<(), Status> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         Some(format!("mode=1777,{size}").as_str()),
     )
-    .map_err(|err| Status::internal(format!("mount shm at {}: {err}", path.display())))
+    .map_err(|source| SandboxError::ShmMount {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Unmounts a pin or mount and removes the mount point; already gone is fine.
@@ -205,8 +209,8 @@ mod tests {
             NamespaceMode::Pod,
         )
         .unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument);
-        assert!(err.message().contains("vm.swappiness"));
+        assert!(matches!(err, SandboxError::SysctlNotNamespaced { .. }));
+        assert!(err.to_string().contains("vm.swappiness"));
     }
 
     #[test]

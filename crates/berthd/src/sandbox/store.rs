@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use base64::Engine;
 use cri_api::v1::PodSandboxConfig;
-use prost::Message;
 use serde::{Deserialize, Serialize};
 
 pub use crate::state_store::{AmbiguousId, Record, RecordStore, StateError};
@@ -37,8 +35,9 @@ pub struct SandboxRecord {
     pub created_at: i64,
     pub state: SandboxState,
     pub runtime_handler: String,
-    /// The `PodSandboxConfig` as received, protobuf-encoded then base64.
-    pub config: String,
+    /// The `PodSandboxConfig` as received (on disk: protobuf, then base64).
+    #[serde(with = "crate::state_store::proto_base64")]
+    pub config: PodSandboxConfig,
     /// This sandbox's directory: DNS files, shm, the infra process's root.
     pub dir: PathBuf,
     /// Pinned namespace files, by kind (`net`, `ipc`, `uts`, `pid`).
@@ -70,18 +69,6 @@ impl SandboxRecord {
             }
             (state, _) => *state,
         }
-    }
-
-    pub fn decode_config(&self) -> PodSandboxConfig {
-        base64::engine::general_purpose::STANDARD
-            .decode(&self.config)
-            .ok()
-            .and_then(|bytes| PodSandboxConfig::decode(bytes.as_slice()).ok())
-            .unwrap_or_default()
-    }
-
-    pub fn encode_config(config: &PodSandboxConfig) -> String {
-        base64::engine::general_purpose::STANDARD.encode(config.encode_to_vec())
     }
 }
 
@@ -115,10 +102,10 @@ mod tests {
             created_at: 1,
             state: SandboxState::Ready,
             runtime_handler: String::new(),
-            config: SandboxRecord::encode_config(&PodSandboxConfig {
+            config: PodSandboxConfig {
                 hostname: "h".into(),
                 ..Default::default()
-            }),
+            },
             dir: PathBuf::new(),
             namespaces: HashMap::new(),
             infra: None,
@@ -171,7 +158,21 @@ mod tests {
         let store = SandboxStore::open(dir.path()).unwrap();
         let handle = store.find("abc").unwrap().unwrap();
         let record = handle.try_lock().unwrap().clone();
-        assert_eq!(record.decode_config().hostname, "h");
+        assert_eq!(record.config.hostname, "h");
         assert_eq!(store.reserve_name("pod_ns_uid_0", "z").unwrap_err(), "abc");
+    }
+
+    #[test]
+    fn a_config_that_does_not_decode_fails_the_record_not_into_a_default() {
+        let mut json = serde_json::to_value(record("abc", "x")).unwrap();
+        assert!(serde_json::from_value::<SandboxRecord>(json.clone()).is_ok());
+        json["config"] = "not base64!".into();
+        let err = serde_json::from_value::<SandboxRecord>(json.clone()).unwrap_err();
+        assert!(
+            err.to_string().contains("base64") || err.to_string().contains("symbol"),
+            "{err}"
+        );
+        json["config"] = "AAEC".into();
+        assert!(serde_json::from_value::<SandboxRecord>(json).is_err());
     }
 }

@@ -1,61 +1,34 @@
-//! `ExecSync`, `UpdateContainerResources` and `ReopenContainerLog`.
+//! `Exec`: check the request, then hand out a single-use URL on the
+//! streaming server, where the session runs (through
+//! `crate::stream_runtime::ContainerStreams`).
 
-use cri_api::v1::{
-    ExecSyncRequest, ExecSyncResponse, ReopenContainerLogRequest, ReopenContainerLogResponse,
-    UpdateContainerResourcesRequest, UpdateContainerResourcesResponse,
-};
+use berth_stream::ExecSpec;
+use cri_api::v1::{ExecRequest, ExecResponse};
 use tonic::Status;
 
+use super::streaming::{check_streams, url_error};
 use super::{require, CriService};
 
 impl CriService {
-    pub(super) async fn serve_exec_sync(
-        &self,
-        request: ExecSyncRequest,
-    ) -> Result<ExecSyncResponse, Status> {
+    pub(super) async fn serve_exec(&self, request: ExecRequest) -> Result<ExecResponse, Status> {
         require("container_id", &request.container_id)?;
-        let result = self
-            .context()
-            .containers
-            .exec_sync(&request.container_id, request.cmd, request.timeout)
-            .await?;
-        if result.timed_out {
-            return Err(Status::deadline_exceeded(format!(
-                "command timed out after {} s",
-                request.timeout
-            )));
+        if request.cmd.is_empty() {
+            return Err(Status::invalid_argument("cmd is required"));
         }
-        Ok(ExecSyncResponse {
-            stdout: result.stdout,
-            stderr: result.stderr,
-            exit_code: result.exit_code,
-        })
-    }
-
-    pub(super) async fn serve_update_container_resources(
-        &self,
-        request: UpdateContainerResourcesRequest,
-    ) -> Result<UpdateContainerResourcesResponse, Status> {
-        require("container_id", &request.container_id)?;
-        let resources = request
-            .linux
-            .ok_or_else(|| Status::invalid_argument("linux resources are required"))?;
-        self.context()
-            .containers
-            .update_resources(&request.container_id, &resources)
-            .await?;
-        Ok(UpdateContainerResourcesResponse {})
-    }
-
-    pub(super) async fn serve_reopen_container_log(
-        &self,
-        request: ReopenContainerLogRequest,
-    ) -> Result<ReopenContainerLogResponse, Status> {
-        require("container_id", &request.container_id)?;
-        self.context()
-            .containers
-            .reopen_log(&request.container_id)
-            .await?;
-        Ok(ReopenContainerLogResponse {})
+        check_streams(request.stdin, request.stdout, request.stderr, request.tty)?;
+        let container_id = self.require_running(&request.container_id).await?;
+        let url = self
+            .context()
+            .streams
+            .exec_url(ExecSpec {
+                container_id,
+                cmd: request.cmd,
+                tty: request.tty,
+                stdin: request.stdin,
+                stdout: request.stdout,
+                stderr: request.stderr,
+            })
+            .map_err(url_error)?;
+        Ok(ExecResponse { url })
     }
 }

@@ -1,26 +1,19 @@
-//! `ContainerStats`, `ListContainerStats` and `StreamContainerStats`, and
-//! the conversions from cgroup readings to CRI usage messages that pod
+//! `ContainerStats`, and the conversions from cgroup readings to CRI usage messages that pod
 //! stats share.
 
 use berth_cgroups::stats::{CgroupStats, MemoryStats};
 use cri_api::v1::{
-    ContainerAttributes, ContainerStats, ContainerStatsFilter, ContainerStatsRequest,
-    ContainerStatsResponse, CpuUsage, FilesystemIdentifier, FilesystemUsage,
-    ListContainerStatsRequest, ListContainerStatsResponse, MemoryUsage,
-    StreamContainerStatsRequest, StreamContainerStatsResponse, SwapUsage, UInt64Value,
+    ContainerAttributes, ContainerStats, ContainerStatsRequest, ContainerStatsResponse, CpuUsage,
+    FilesystemIdentifier, FilesystemUsage, MemoryUsage, SwapUsage, UInt64Value,
 };
 use tonic::Status;
 
-use super::{CriService, ResponseStream};
+use super::CriService;
 use crate::clock::now_nanos;
 use crate::container::rootfs::RootfsPaths;
 use crate::container::store::ContainerRecord;
 use crate::cpu_rate::CpuSample;
 use crate::disk_usage::{disk_usage, DiskUsage};
-use crate::sandbox::labels_match;
-
-/// Stats per `StreamContainerStats` message.
-const STATS_PER_MESSAGE: usize = 200;
 
 /// One reading of a cgroup, with when it was taken.
 pub(super) struct Reading {
@@ -40,54 +33,6 @@ impl CriService {
         })
     }
 
-    pub(super) async fn serve_list_container_stats(
-        &self,
-        request: ListContainerStatsRequest,
-    ) -> Result<ListContainerStatsResponse, Status> {
-        Ok(ListContainerStatsResponse {
-            stats: self.filtered_container_stats(request.filter).await,
-        })
-    }
-
-    pub(super) async fn serve_stream_container_stats(
-        &self,
-        request: StreamContainerStatsRequest,
-    ) -> Result<ResponseStream<StreamContainerStatsResponse>, Status> {
-        let stats = self.filtered_container_stats(request.filter).await;
-        let chunks: Vec<Result<StreamContainerStatsResponse, Status>> = stats
-            .chunks(STATS_PER_MESSAGE)
-            .map(|chunk| {
-                Ok(StreamContainerStatsResponse {
-                    container_stats: chunk.to_vec(),
-                })
-            })
-            .collect();
-        Ok(Box::pin(tokio_stream::iter(chunks)))
-    }
-
-    async fn filtered_container_stats(
-        &self,
-        filter: Option<ContainerStatsFilter>,
-    ) -> Vec<ContainerStats> {
-        let filter = filter.unwrap_or_default();
-        let containers = &self.context().containers;
-        let mut records = Vec::new();
-        for handle in containers.store.all() {
-            let record = handle.lock().await.clone();
-            let matches = record.id.starts_with(&filter.id)
-                && record.sandbox_id.starts_with(&filter.pod_sandbox_id)
-                && labels_match(&record.decode_config().labels, &filter.label_selector);
-            if matches {
-                records.push(record);
-            }
-        }
-        let mut stats = Vec::with_capacity(records.len());
-        for record in &records {
-            stats.push(self.container_stats(record).await);
-        }
-        stats
-    }
-
     /// The stats of one container: its cgroup (absent once it is gone) and
     /// its writable layer.
     pub(super) async fn container_stats(&self, record: &ContainerRecord) -> ContainerStats {
@@ -95,7 +40,7 @@ impl CriService {
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let reading = read_cgroup(&cgroups, cgroup.as_deref());
+            let reading = read_cgroup(cgroups.as_ref(), cgroup.as_deref());
             let layer = disk_usage(&upper).ok();
             (reading, layer, now_nanos())
         })
@@ -104,7 +49,7 @@ impl CriService {
             let at = now_nanos();
             (Reading { at, stats: None }, None, at)
         });
-        let config = record.decode_config();
+        let config = record.config.clone();
         let (cpu, memory, swap) = self.usage_messages(&record.id, &reading);
         ContainerStats {
             attributes: Some(ContainerAttributes {
@@ -168,7 +113,10 @@ impl CriService {
 }
 
 /// Reads the cgroup at `path` now; no path or no cgroup is no stats.
-pub(super) fn read_cgroup(cgroups: &berth_cgroups::CgroupfsManager, path: Option<&str>) -> Reading {
+pub(super) fn read_cgroup(
+    cgroups: &dyn berth_cgroups::CgroupManager,
+    path: Option<&str>,
+) -> Reading {
     let stats = path
         .and_then(|path| cgroups.stats_dirs(path).ok())
         .and_then(|dirs| berth_cgroups::stats::read(&dirs).ok());

@@ -1,21 +1,16 @@
-//! `ContainerStatus`, `ListContainers` and `StreamContainers`.
+//! `ContainerStatus`, and the record-to-CRI conversions that the list and
+//! the events share.
 
-use berth_shim::protocol::{StateInfo, Status as ShimStatus};
+use berth_shim_api::protocol::{RunState, StateInfo};
 use cri_api::v1::{
-    Container, ContainerFilter, ContainerResources, ContainerState, ContainerStatus,
-    ContainerStatusRequest, ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser,
-    ListContainersRequest, ListContainersResponse, Signal as CriSignal, StreamContainersRequest,
-    StreamContainersResponse,
+    ContainerResources, ContainerState, ContainerStatus, ContainerStatusRequest,
+    ContainerStatusResponse, ContainerUser, ImageSpec, LinuxContainerUser, Signal as CriSignal,
 };
 use tonic::Status;
 
-use super::{CriService, ResponseStream};
+use super::CriService;
 use crate::clock::rfc3339_nanos;
 use crate::container::store::ContainerRecord;
-use crate::sandbox::labels_match;
-
-/// Containers per `StreamContainers` message.
-const CONTAINERS_PER_MESSAGE: usize = 500;
 
 impl CriService {
     pub(super) async fn serve_container_status(
@@ -45,72 +40,6 @@ impl CriService {
             info,
         })
     }
-
-    pub(super) async fn serve_list_containers(
-        &self,
-        request: ListContainersRequest,
-    ) -> Result<ListContainersResponse, Status> {
-        Ok(ListContainersResponse {
-            containers: self.filtered_containers(request.filter).await,
-        })
-    }
-
-    pub(super) async fn serve_stream_containers(
-        &self,
-        request: StreamContainersRequest,
-    ) -> Result<ResponseStream<StreamContainersResponse>, Status> {
-        let containers = self.filtered_containers(request.filter).await;
-        let chunks: Vec<Result<StreamContainersResponse, Status>> = containers
-            .chunks(CONTAINERS_PER_MESSAGE)
-            .map(|chunk| {
-                Ok(StreamContainersResponse {
-                    containers: chunk.to_vec(),
-                })
-            })
-            .collect();
-        Ok(Box::pin(tokio_stream::iter(chunks)))
-    }
-
-    async fn filtered_containers(&self, filter: Option<ContainerFilter>) -> Vec<Container> {
-        let filter = filter.unwrap_or_default();
-        let containers = &self.context().containers;
-        let mut items = Vec::new();
-        for handle in containers.store.all() {
-            let record = handle.lock().await.clone();
-            if !filter.id.is_empty() && !record.id.starts_with(&filter.id) {
-                continue;
-            }
-            if !filter.pod_sandbox_id.is_empty()
-                && !record.sandbox_id.starts_with(&filter.pod_sandbox_id)
-            {
-                continue;
-            }
-            let config = record.decode_config();
-            if !labels_match(&config.labels, &filter.label_selector) {
-                continue;
-            }
-            let state = cri_state(containers.state(&record).await.as_ref());
-            if let Some(wanted) = &filter.state {
-                if wanted.state() != state {
-                    continue;
-                }
-            }
-            items.push(Container {
-                id: record.id.clone(),
-                pod_sandbox_id: record.sandbox_id.clone(),
-                metadata: config.metadata.clone(),
-                image: Some(image_spec(&record)),
-                image_ref: record.image_id.clone(),
-                state: state as i32,
-                created_at: record.created_at,
-                labels: config.labels.clone(),
-                annotations: config.annotations.clone(),
-                image_id: record.image_id.clone(),
-            });
-        }
-        items.sort_by_key(|item| std::cmp::Reverse(item.created_at));
-        items
-    }
 }
 
 /// The OCI spec berth wrote for the container.
@@ -136,7 +65,7 @@ fn process_user(spec: &serde_json::Value) -> Option<ContainerUser> {
     })
 }
 
-fn image_spec(record: &ContainerRecord) -> ImageSpec {
+pub(super) fn image_spec(record: &ContainerRecord) -> ImageSpec {
     ImageSpec {
         image: record.image_ref.clone(),
         user_specified_image: record.image_ref.clone(),
@@ -145,17 +74,17 @@ fn image_spec(record: &ContainerRecord) -> ImageSpec {
 }
 
 /// The CRI state for what the shim says (no shim at all: unknown).
-fn cri_state(state: Option<&StateInfo>) -> ContainerState {
+pub(super) fn cri_state(state: Option<&StateInfo>) -> ContainerState {
     match state.map(|state| state.status) {
-        Some(ShimStatus::Created) => ContainerState::ContainerCreated,
-        Some(ShimStatus::Running) => ContainerState::ContainerRunning,
-        Some(ShimStatus::Stopped) => ContainerState::ContainerExited,
+        Some(RunState::Created) => ContainerState::ContainerCreated,
+        Some(RunState::Running) => ContainerState::ContainerRunning,
+        Some(RunState::Stopped) => ContainerState::ContainerExited,
         None => ContainerState::ContainerUnknown,
     }
 }
 
 pub(super) fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerStatus {
-    let config = record.decode_config();
+    let config = record.config.clone();
     let cri = cri_state(state);
     let exit_code = state.and_then(|state| state.exit_code).unwrap_or(0);
     let oom = state.is_some_and(|state| state.oom_killed);
@@ -238,7 +167,7 @@ mod tests {
     fn exited_reasons() {
         let state = |code: i32, oom: bool| StateInfo {
             id: String::new(),
-            status: ShimStatus::Stopped,
+            status: RunState::Stopped,
             pid: 0,
             created_at: String::new(),
             started_at: None,

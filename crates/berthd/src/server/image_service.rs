@@ -1,4 +1,5 @@
-//! Routes each `ImageService` RPC to the file of its family.
+//! Routes each `ImageService` RPC to `serve_<rpc>` in the file named after
+//! it.
 
 use cri_api::v1::image_service_server::ImageService;
 use cri_api::v1::*;

@@ -1,18 +1,12 @@
-//! `ImageStatus` and `ListImages`: what the store holds, in CRI terms.
+//! `ImageStatus`, and a store record in CRI terms (`ListImages` shares it).
 
 use std::collections::HashMap;
 
 use berth_image::store::ImageRecord;
-use cri_api::v1::{
-    Image, ImageFilter, ImageSpec, ImageStatusRequest, ImageStatusResponse, Int64Value,
-    ListImagesRequest, ListImagesResponse, StreamImagesRequest, StreamImagesResponse,
-};
+use cri_api::v1::{Image, ImageSpec, ImageStatusRequest, ImageStatusResponse, Int64Value};
 use tonic::Status;
 
-use super::{CriService, ResponseStream};
-
-/// Images per `StreamImages` message: far below 16 MiB even with many tags.
-const IMAGES_PER_MESSAGE: usize = 500;
+use super::CriService;
 
 impl CriService {
     pub(super) async fn serve_image_status(
@@ -48,46 +42,6 @@ impl CriService {
             image: Some(to_cri_image(&record)),
             info,
         })
-    }
-
-    pub(super) async fn serve_list_images(
-        &self,
-        request: ListImagesRequest,
-    ) -> Result<ListImagesResponse, Status> {
-        Ok(ListImagesResponse {
-            images: self.filtered_images(request.filter),
-        })
-    }
-
-    /// `StreamImages`: the `ListImages` answer in chunks, so a node with very
-    /// many images never hits the message size limit.
-    pub(super) async fn serve_stream_images(
-        &self,
-        request: StreamImagesRequest,
-    ) -> Result<ResponseStream<StreamImagesResponse>, Status> {
-        let images = self.filtered_images(request.filter);
-        let chunks: Vec<Result<StreamImagesResponse, Status>> = images
-            .chunks(IMAGES_PER_MESSAGE)
-            .map(|chunk| {
-                Ok(StreamImagesResponse {
-                    images: chunk.to_vec(),
-                })
-            })
-            .collect();
-        Ok(Box::pin(tokio_stream::iter(chunks)))
-    }
-
-    fn filtered_images(&self, filter: Option<ImageFilter>) -> Vec<Image> {
-        let store = self.context().images.store();
-        let wanted = filter
-            .and_then(|filter| filter.image)
-            .map(|spec| spec.image)
-            .filter(|name| !name.is_empty());
-        let records = match wanted {
-            Some(name) => store.resolve(&name).into_iter().collect(),
-            None => store.list(),
-        };
-        records.iter().map(to_cri_image).collect()
     }
 }
 

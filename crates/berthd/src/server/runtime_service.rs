@@ -1,11 +1,11 @@
-//! Routes each `RuntimeService` RPC to the file of its family. RPCs not
-//! built yet answer `UNIMPLEMENTED` naming themselves.
+//! Routes each `RuntimeService` RPC to `serve_<rpc>` in the file named
+//! after it. RPCs not built yet answer `UNIMPLEMENTED` naming themselves.
 
 use cri_api::v1::runtime_service_server::RuntimeService;
 use cri_api::v1::*;
 use tonic::{Request, Response, Status};
 
-use super::{unimplemented, CriService, ResponseStream};
+use super::{CriService, ResponseStream};
 
 #[tonic::async_trait]
 impl RuntimeService for CriService {
@@ -263,9 +263,11 @@ impl RuntimeService for CriService {
 
     async fn checkpoint_container(
         &self,
-        _request: Request<CheckpointContainerRequest>,
+        request: Request<CheckpointContainerRequest>,
     ) -> Result<Response<CheckpointContainerResponse>, Status> {
-        Err(unimplemented("CheckpointContainer"))
+        self.serve_checkpoint_container(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn get_container_events(
@@ -311,8 +313,10 @@ impl RuntimeService for CriService {
 
     async fn update_pod_sandbox_resources(
         &self,
-        _request: Request<UpdatePodSandboxResourcesRequest>,
+        request: Request<UpdatePodSandboxResourcesRequest>,
     ) -> Result<Response<UpdatePodSandboxResourcesResponse>, Status> {
-        Err(unimplemented("UpdatePodSandboxResources"))
+        self.serve_update_pod_sandbox_resources(request.into_inner())
+            .await
+            .map(Response::new)
     }
 }

@@ -1,8 +1,8 @@
-//! `RunPodSandbox`, `StopPodSandbox` and `RemovePodSandbox`.
+//! `RunPodSandbox`.
 
 use cri_api::v1::{
-    ContainerEventType, RemovePodSandboxRequest, RemovePodSandboxResponse, RunPodSandboxRequest,
-    RunPodSandboxResponse, StopPodSandboxRequest, StopPodSandboxResponse,
+    ContainerEventType, NamespaceMode, PodSandboxConfig, RunPodSandboxRequest,
+    RunPodSandboxResponse,
 };
 use tonic::Status;
 
@@ -16,6 +16,7 @@ impl CriService {
         let config = request
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
+        check_config(&config)?;
         let pod_sandbox_id = self
             .context()
             .sandboxes
@@ -30,74 +31,28 @@ impl CriService {
         }
         Ok(RunPodSandboxResponse { pod_sandbox_id })
     }
+}
 
-    pub(super) async fn serve_stop_pod_sandbox(
-        &self,
-        request: StopPodSandboxRequest,
-    ) -> Result<StopPodSandboxResponse, Status> {
-        require("pod_sandbox_id", &request.pod_sandbox_id)?;
-        // CRI: stopping a sandbox force-stops its containers (kubelet has
-        // already stopped them gracefully).
-        let sandbox_id = self.full_sandbox_id(&request.pod_sandbox_id).await?;
-        for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
-            self.context().containers.stop(&container, 0).await?;
-            if let Some(sandbox_id) = &sandbox_id {
-                self.emit_stopped(&container, sandbox_id).await;
-            }
-        }
-        self.context()
-            .sandboxes
-            .stop(&request.pod_sandbox_id)
-            .await?;
-        if let Some(sandbox_id) = &sandbox_id {
-            self.emit_stopped(sandbox_id, sandbox_id).await;
-        }
-        Ok(StopPodSandboxResponse {})
+/// What the manager relies on: the pod is named, and asks for no PID mode
+/// only containers can have.
+fn check_config(config: &PodSandboxConfig) -> Result<(), Status> {
+    let metadata = config
+        .metadata
+        .as_ref()
+        .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
+    require("config.metadata.name", &metadata.name)?;
+    require("config.metadata.namespace", &metadata.namespace)?;
+    require("config.metadata.uid", &metadata.uid)?;
+    let pid = config
+        .linux
+        .as_ref()
+        .and_then(|linux| linux.security_context.as_ref())
+        .and_then(|context| context.namespace_options.as_ref())
+        .map(|options| options.pid());
+    if pid == Some(NamespaceMode::Target) {
+        return Err(Status::invalid_argument(
+            "namespace_options.pid TARGET is for containers, not sandboxes",
+        ));
     }
-
-    pub(super) async fn serve_remove_pod_sandbox(
-        &self,
-        request: RemovePodSandboxRequest,
-    ) -> Result<RemovePodSandboxResponse, Status> {
-        require("pod_sandbox_id", &request.pod_sandbox_id)?;
-        let sandbox_id = self.full_sandbox_id(&request.pod_sandbox_id).await?;
-        for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
-            self.context().containers.remove(&container).await?;
-            if let Some(sandbox_id) = &sandbox_id {
-                self.emit_removed(&container, sandbox_id).await;
-            }
-        }
-        self.context()
-            .sandboxes
-            .remove(&request.pod_sandbox_id)
-            .await?;
-        if let Some(sandbox_id) = &sandbox_id {
-            self.emit_removed(sandbox_id, sandbox_id).await;
-        }
-        Ok(RemovePodSandboxResponse {})
-    }
-
-    /// The full id of the sandbox `id` names, if it exists.
-    async fn full_sandbox_id(&self, id: &str) -> Result<Option<String>, Status> {
-        Ok(match self.context().sandboxes.find(id)? {
-            Some(handle) => Some(handle.lock().await.id.clone()),
-            None => None,
-        })
-    }
-
-    /// Ids of the containers in the sandbox `id` names (none if unknown).
-    async fn sandbox_containers(&self, id: &str) -> Result<Vec<String>, Status> {
-        let Some(handle) = self.context().sandboxes.find(id)? else {
-            return Ok(Vec::new());
-        };
-        let sandbox_id = handle.lock().await.id.clone();
-        Ok(self
-            .context()
-            .containers
-            .of_sandbox(&sandbox_id)
-            .await
-            .into_iter()
-            .map(|record| record.id)
-            .collect())
-    }
+    Ok(())
 }

@@ -1,4 +1,5 @@
-//! `PodSandboxStats`, `ListPodSandboxStats` and `StreamPodSandboxStats`.
+//! `PodSandboxStats`, and how a pod's usage is read (the list and the
+//! metrics share it).
 //!
 //! A pod's usage is the sum of its sandbox cgroup (the infra process) and
 //! its containers' cgroups, which are siblings under the pod's parent: the
@@ -6,22 +7,16 @@
 
 use berth_cgroups::stats::CgroupStats;
 use cri_api::v1::{
-    LinuxPodSandboxStats, ListPodSandboxStatsRequest, ListPodSandboxStatsResponse,
-    NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes, PodSandboxStats,
-    PodSandboxStatsFilter, PodSandboxStatsRequest, PodSandboxStatsResponse, ProcessUsage,
-    StreamPodSandboxStatsRequest, StreamPodSandboxStatsResponse, UInt64Value,
+    LinuxPodSandboxStats, NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes,
+    PodSandboxStats, PodSandboxStatsRequest, PodSandboxStatsResponse, ProcessUsage, UInt64Value,
 };
 use tonic::Status;
 
 use super::container_stats::{read_cgroup, Reading};
-use super::{CriService, ResponseStream};
+use super::CriService;
 use crate::clock::now_nanos;
 use crate::net_stats::{InterfaceCounters, NetCounters};
-use crate::sandbox::labels_match;
 use crate::sandbox::store::{SandboxRecord, SandboxState};
-
-/// Stats per `StreamPodSandboxStats` message.
-const STATS_PER_MESSAGE: usize = 100;
 
 impl CriService {
     pub(super) async fn serve_pod_sandbox_stats(
@@ -29,66 +24,11 @@ impl CriService {
         request: PodSandboxStatsRequest,
     ) -> Result<PodSandboxStatsResponse, Status> {
         super::require("pod_sandbox_id", &request.pod_sandbox_id)?;
-        let handle = self
-            .context()
-            .sandboxes
-            .find(&request.pod_sandbox_id)?
-            .ok_or_else(|| {
-                Status::not_found(format!(
-                    "pod sandbox {:?} not found",
-                    request.pod_sandbox_id
-                ))
-            })?;
+        let handle = self.context().sandboxes.get(&request.pod_sandbox_id)?;
         let record = handle.lock().await.clone();
         Ok(PodSandboxStatsResponse {
             stats: Some(self.pod_sandbox_stats(&record).await),
         })
-    }
-
-    pub(super) async fn serve_list_pod_sandbox_stats(
-        &self,
-        request: ListPodSandboxStatsRequest,
-    ) -> Result<ListPodSandboxStatsResponse, Status> {
-        Ok(ListPodSandboxStatsResponse {
-            stats: self.filtered_sandbox_stats(request.filter).await,
-        })
-    }
-
-    pub(super) async fn serve_stream_pod_sandbox_stats(
-        &self,
-        request: StreamPodSandboxStatsRequest,
-    ) -> Result<ResponseStream<StreamPodSandboxStatsResponse>, Status> {
-        let stats = self.filtered_sandbox_stats(request.filter).await;
-        let chunks: Vec<Result<StreamPodSandboxStatsResponse, Status>> = stats
-            .chunks(STATS_PER_MESSAGE)
-            .map(|chunk| {
-                Ok(StreamPodSandboxStatsResponse {
-                    pod_sandbox_stats: chunk.to_vec(),
-                })
-            })
-            .collect();
-        Ok(Box::pin(tokio_stream::iter(chunks)))
-    }
-
-    async fn filtered_sandbox_stats(
-        &self,
-        filter: Option<PodSandboxStatsFilter>,
-    ) -> Vec<PodSandboxStats> {
-        let filter = filter.unwrap_or_default();
-        let mut records = Vec::new();
-        for handle in self.context().sandboxes.store.all() {
-            let record = handle.lock().await.clone();
-            if record.id.starts_with(&filter.id)
-                && labels_match(&record.decode_config().labels, &filter.label_selector)
-            {
-                records.push(record);
-            }
-        }
-        let mut stats = Vec::with_capacity(records.len());
-        for record in &records {
-            stats.push(self.pod_sandbox_stats(record).await);
-        }
-        stats
     }
 
     /// A pod's cpu, memory, process count and network, and the stats of
@@ -121,7 +61,7 @@ impl CriService {
             },
             _ => None,
         };
-        let config = record.decode_config();
+        let config = record.config.clone();
         PodSandboxStats {
             attributes: Some(PodSandboxAttributes {
                 id: record.id.clone(),
@@ -158,7 +98,7 @@ impl CriService {
             let mut sum: Option<CgroupStats> = None;
             let mut at = now_nanos();
             for path in &paths {
-                let reading = read_cgroup(&cgroups, Some(path));
+                let reading = read_cgroup(cgroups.as_ref(), Some(path));
                 at = reading.at;
                 if let Some(stats) = reading.stats {
                     sum.get_or_insert_with(CgroupStats::default)

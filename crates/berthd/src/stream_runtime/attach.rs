@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use berth_shim::attach::{encode, Decoder, Frame};
+use berth_shim_api::attach::{encode, Decoder, Frame};
 use berth_stream::{AttachSpec, BoxedWriter, SessionError, SessionStreams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;

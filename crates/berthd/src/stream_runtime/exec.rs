@@ -8,9 +8,9 @@ use std::io::Cursor;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use berth_shim::attach_hub::set_window_size;
-use berth_shim::client::{self, open_session, Session};
-use berth_shim::protocol::{ErrorCode, SessionFd, SessionRequest};
+use berth_shim_api::client::{self, open_session, Session};
+use berth_shim_api::protocol::{ErrorCode, SessionFd, SessionRequest};
+use berth_shim_api::pty::set_window_size;
 use berth_stream::{BoxedReader, BoxedWriter, ExecSpec, SessionError, SessionStreams};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;

@@ -1,44 +1,19 @@
-//! `GetContainerEvents`, and the emission of lifecycle events: each event
-//! carries the pod sandbox status and the statuses of every container of
-//! the pod, which is what kubelet's evented PLEG rebuilds a pod from.
+//! Emitting lifecycle events: each event carries the pod sandbox status and
+//! the statuses of every container of the pod, which is what kubelet's
+//! evented PLEG rebuilds a pod from.
 
-use berth_shim::protocol::Status as ShimStatus;
+use berth_shim_api::protocol::RunState;
 use cri_api::v1::{
     ContainerEventResponse, ContainerEventType, ContainerStatus, PodSandboxState, PodSandboxStatus,
 };
-use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
-use tonic::Status;
 
-use super::{CriService, ResponseStream};
+use super::CriService;
 use crate::clock::now_nanos;
 use crate::container::store::ContainerRecord;
 use crate::sandbox::store::SandboxState;
 
 impl CriService {
-    pub(super) async fn serve_get_container_events(
-        &self,
-    ) -> Result<ResponseStream<ContainerEventResponse>, Status> {
-        let receiver = self.context().events.subscribe();
-        let stream = futures_util::stream::unfold(Some(receiver), |receiver| async move {
-            let mut receiver = receiver?;
-            match receiver.recv().await {
-                Ok(event) => Some((Ok(event), Some(receiver))),
-                // A subscriber that fell behind is told, and its stream
-                // ends: it must resync (kubelet relists), as events it
-                // missed are gone.
-                Err(RecvError::Lagged(missed)) => Some((
-                    Err(Status::aborted(format!(
-                        "event subscriber fell behind: {missed} events dropped; subscribe again"
-                    ))),
-                    None,
-                )),
-                Err(RecvError::Closed) => None,
-            }
-        });
-        Ok(Box::pin(stream))
-    }
-
     /// Emits a container event (if it follows the container's last one).
     pub(crate) async fn emit_container_event(
         &self,
@@ -69,6 +44,23 @@ impl CriService {
     /// The last event of a container or sandbox, if it has one.
     pub(crate) async fn last_event(&self, id: &str) -> Option<ContainerEventType> {
         self.context().events.last(id).await
+    }
+
+    /// STOPPED, for a container that was started (a container stopped
+    /// before it ever ran has no STOPPED event).
+    pub(super) async fn emit_stopped(&self, id: &str, sandbox_id: &str) {
+        if self.last_event(id).await == Some(ContainerEventType::ContainerStartedEvent) {
+            self.emit_container_event(id, sandbox_id, ContainerEventType::ContainerStoppedEvent)
+                .await;
+        }
+    }
+
+    /// STOPPED if still due (the exit watcher may not have told yet), then
+    /// DELETED.
+    pub(super) async fn emit_removed(&self, id: &str, sandbox_id: &str) {
+        self.emit_stopped(id, sandbox_id).await;
+        self.emit_container_event(id, sandbox_id, ContainerEventType::ContainerDeletedEvent)
+            .await;
     }
 
     async fn build_event(
@@ -125,8 +117,8 @@ impl CriService {
             let record = handle.lock().await.clone();
             let state = context.containers.state(&record).await;
             let kind = match state.map(|state| state.status) {
-                Some(ShimStatus::Created) => ContainerEventType::ContainerCreatedEvent,
-                Some(ShimStatus::Running) => ContainerEventType::ContainerStartedEvent,
+                Some(RunState::Created) => ContainerEventType::ContainerCreatedEvent,
+                Some(RunState::Running) => ContainerEventType::ContainerStartedEvent,
                 _ => ContainerEventType::ContainerStoppedEvent,
             };
             context.events.seed(&record.id, kind).await;

@@ -65,11 +65,27 @@ pub fn encode(frame: &Frame, out: &mut Vec<u8>) {
     encode_raw(kind, &payload, out);
 }
 
+/// Which of the container's output streams bytes came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
 /// Appends a data frame for `stream` without copying the payload twice.
-pub fn encode_output(stream: crate::crilog::Stream, data: &[u8], out: &mut Vec<u8>) {
+pub fn encode_output(stream: Stream, data: &[u8], out: &mut Vec<u8>) {
     let kind = match stream {
-        crate::crilog::Stream::Stdout => STDOUT,
-        crate::crilog::Stream::Stderr => STDERR,
+        Stream::Stdout => STDOUT,
+        Stream::Stderr => STDERR,
     };
     encode_raw(kind, data, out);
 }
@@ -184,7 +200,7 @@ mod tests {
             [5, 0, 0, 0, 4, 1, 2, 0, 40]
         );
         let mut out = Vec::new();
-        encode_output(crate::crilog::Stream::Stderr, b"x", &mut out);
+        encode_output(Stream::Stderr, b"x", &mut out);
         assert_eq!(out, bytes(&Frame::Stderr(b"x".to_vec())));
     }
 

@@ -1,5 +1,5 @@
 //! The shim's wire types: the socket protocol, the readiness line and the
-//! exit file. berthd can depend on this crate and use these types directly.
+//! exit file. berthd depends on this crate and use these types directly.
 //!
 //! Socket protocol: JSON lines over a unix stream socket (`<dir>/shim.sock`).
 //! The client writes one request per line; the shim answers each with one
@@ -185,9 +185,10 @@ pub enum ErrorCode {
     Failed,
 }
 
+/// Where the container's init is in its life, as the shim sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub enum RunState {
     Created,
     Running,
     Stopped,
@@ -196,7 +197,7 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StateInfo {
     pub id: String,
-    pub status: Status,
+    pub status: RunState,
     /// The init pid (in the host pid namespace); kept after it exited.
     pub pid: i32,
     pub created_at: String,
@@ -375,7 +376,7 @@ mod tests {
         );
         let state = Response::State(StateInfo {
             id: "c1".into(),
-            status: Status::Stopped,
+            status: RunState::Stopped,
             pid: 42,
             created_at: "t0".into(),
             started_at: Some("t1".into()),

@@ -1,5 +1,4 @@
-//! `ListMetricDescriptors`, `ListPodSandboxMetrics` and
-//! `StreamPodSandboxMetrics`: pod and container usage under the cadvisor
+//! Pod and container usage under the cadvisor
 //! metric names kubelet serves on `/metrics/cadvisor` when it takes stats
 //! from the runtime (KEP-2371).
 //!
@@ -9,13 +8,11 @@
 use std::collections::HashMap;
 
 use cri_api::v1::{
-    ContainerMetrics, ContainerStats, ListMetricDescriptorsResponse, ListPodSandboxMetricsResponse,
-    Metric, MetricDescriptor, MetricType, PodSandboxMetrics, PodSandboxStats,
-    StreamPodSandboxMetricsResponse, UInt64Value,
+    ContainerMetrics, ContainerStats, Metric, MetricDescriptor, MetricType, PodSandboxMetrics,
+    PodSandboxStats, UInt64Value,
 };
-use tonic::Status;
 
-use super::{CriService, ResponseStream};
+use super::CriService;
 
 /// Labels of every metric: the cgroup's owner (container or pod id), its
 /// name and its image; kubelet adds pod, namespace and container names.
@@ -92,54 +89,7 @@ const DESCRIPTORS: [(&str, &str, MetricType, bool); 11] = [
     ),
 ];
 
-/// Pods per `StreamPodSandboxMetrics` message.
-const PODS_PER_MESSAGE: usize = 100;
-
-impl CriService {
-    pub(super) fn serve_list_metric_descriptors(&self) -> ListMetricDescriptorsResponse {
-        ListMetricDescriptorsResponse {
-            descriptors: descriptors(),
-        }
-    }
-
-    pub(super) async fn serve_list_pod_sandbox_metrics(
-        &self,
-    ) -> Result<ListPodSandboxMetricsResponse, Status> {
-        Ok(ListPodSandboxMetricsResponse {
-            pod_metrics: self.all_pod_metrics().await,
-        })
-    }
-
-    pub(super) async fn serve_stream_pod_sandbox_metrics(
-        &self,
-    ) -> Result<ResponseStream<StreamPodSandboxMetricsResponse>, Status> {
-        let metrics = self.all_pod_metrics().await;
-        let chunks: Vec<Result<StreamPodSandboxMetricsResponse, Status>> = metrics
-            .chunks(PODS_PER_MESSAGE)
-            .map(|chunk| {
-                Ok(StreamPodSandboxMetricsResponse {
-                    pod_sandbox_metrics: chunk.to_vec(),
-                })
-            })
-            .collect();
-        Ok(Box::pin(tokio_stream::iter(chunks)))
-    }
-
-    async fn all_pod_metrics(&self) -> Vec<PodSandboxMetrics> {
-        let mut images = HashMap::new();
-        for handle in self.context().containers.store.all() {
-            let record = handle.lock().await;
-            images.insert(record.id.clone(), record.image_ref.clone());
-        }
-        let mut pods = Vec::new();
-        for handle in self.context().sandboxes.store.all() {
-            let record = handle.lock().await.clone();
-            let stats = self.pod_sandbox_stats(&record).await;
-            pods.push(pod_metrics(&stats, &images));
-        }
-        pods
-    }
-}
+impl CriService {}
 
 /// The descriptors of every metric served.
 pub fn descriptors() -> Vec<MetricDescriptor> {

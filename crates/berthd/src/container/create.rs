@@ -1,0 +1,407 @@
+//! CreateContainer: the bundle (overlay rootfs and OCI spec), then the
+//! shim; every step is undone, in reverse, when a later one fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_image::store::ImageRecord;
+use berth_shim_api::protocol::{Request, RunState, SignalArg};
+use berth_spec::{ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces};
+use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
+use nix::sys::signal::Signal;
+
+use super::rootfs::RootfsPaths;
+use super::shim::ShimLaunch;
+use super::store::ContainerRecord;
+use super::{cgroup_view, shim_log, ContainerError, ContainerManager};
+use crate::clock::now_nanos;
+use crate::ids::new_id;
+use crate::sandbox::store::SandboxRecord;
+use crate::sandbox::SandboxError;
+
+/// One CreateContainer request, resolved: what every step reads.
+struct Creation<'a> {
+    id: &'a str,
+    name_key: &'a str,
+    sandbox: &'a SandboxRecord,
+    /// The request's sandbox config, else the stored one.
+    sandbox_config: &'a PodSandboxConfig,
+    config: &'a ContainerConfig,
+    image: &'a ImageRecord,
+    /// The name the client used for the image.
+    image_name: &'a str,
+}
+
+/// A container's directories.
+struct Dirs {
+    bundle: PathBuf,
+    layer: PathBuf,
+    shim: PathBuf,
+}
+
+/// What writing the spec settled, for the record.
+struct SpecOutcome {
+    cgroups_path: String,
+    cgroup_path: String,
+    log_path: Option<PathBuf>,
+    stop_signal: i32,
+}
+
+/// What a failed create has to undo.
+#[derive(Default)]
+struct Undo {
+    name: Option<(String, String)>,
+    rootfs: Option<RootfsPaths>,
+    dirs: Vec<PathBuf>,
+    shim_dir: Option<PathBuf>,
+}
+
+impl ContainerManager {
+    /// CreateContainer: returns the new container's id.
+    ///
+    /// The container is judged against `request_sandbox_config`, the sandbox
+    /// config that comes with the request, as containerd does: kubelet
+    /// rebuilds it for every create, e.g. privileged once the pod has a
+    /// privileged ephemeral container. Without one, the config stored at
+    /// RunPodSandbox is used. The handler has checked that `config` names
+    /// the container and its image.
+    pub async fn create(
+        &self,
+        sandbox_id: &str,
+        config: ContainerConfig,
+        request_sandbox_config: Option<PodSandboxConfig>,
+    ) -> Result<String, ContainerError> {
+        let metadata = config.metadata.clone().unwrap_or_default();
+        let image_name = config
+            .image
+            .as_ref()
+            .map(|image| image.image.clone())
+            .unwrap_or_default();
+        let sandbox_handle =
+            self.sandboxes
+                .find(sandbox_id)?
+                .ok_or_else(|| SandboxError::NotFound {
+                    id: sandbox_id.to_string(),
+                })?;
+        let sandbox = sandbox_handle.lock().await.clone();
+        let stored_config = sandbox.config.clone();
+        let sandbox_meta = stored_config.metadata.clone().unwrap_or_default();
+        let sandbox_config = request_sandbox_config.unwrap_or(stored_config);
+        let image =
+            self.images
+                .resolve(&image_name)
+                .ok_or_else(|| ContainerError::ImageNotFound {
+                    image: image_name.clone(),
+                })?;
+
+        let id = new_id().map_err(|err| ContainerError::io("generating a container id", err))?;
+        let name_key = format!(
+            "{}_{}_{}_{}_{}",
+            metadata.name,
+            sandbox_meta.name,
+            sandbox_meta.namespace,
+            sandbox_meta.uid,
+            metadata.attempt
+        );
+        if let Err(holder) = self.store.reserve_name(&name_key, &id) {
+            return Err(ContainerError::NameReserved {
+                name: name_key,
+                holder,
+            });
+        }
+        let mut undo = Undo {
+            name: Some((name_key.clone(), id.clone())),
+            ..Default::default()
+        };
+        let creation = Creation {
+            id: &id,
+            name_key: &name_key,
+            sandbox: &sandbox,
+            sandbox_config: &sandbox_config,
+            config: &config,
+            image: &image,
+            image_name: &image_name,
+        };
+        match self.set_up(&creation, &mut undo).await {
+            Ok(record) => {
+                self.store.insert(record);
+                Ok(id)
+            }
+            Err(err) => {
+                self.undo(undo).await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Each step records in `undo` what it made, before the next begins.
+    async fn set_up(
+        &self,
+        c: &Creation<'_>,
+        undo: &mut Undo,
+    ) -> Result<ContainerRecord, ContainerError> {
+        let dirs = self.make_dirs(c.id, undo)?;
+        let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
+        let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
+        let spec = self.write_spec(c, &dirs, &rootfs, target_pid)?;
+        undo.shim_dir = Some(dirs.shim.clone());
+        let pid = self
+            .shims
+            .launch(&ShimLaunch {
+                binary: &self.shim,
+                id: c.id,
+                bundle: &dirs.bundle,
+                state_root: &self.runtime_root,
+                dir: &dirs.shim,
+                log: spec.log_path.as_deref(),
+                tty: c.config.tty,
+                stdin: c.config.stdin,
+                stdin_once: c.config.stdin_once,
+                kept_log: &shim_log::kept_path(&c.sandbox.dir, c.id),
+            })
+            .await?;
+        let record = ContainerRecord {
+            id: c.id.to_string(),
+            name_key: c.name_key.to_string(),
+            sandbox_id: c.sandbox.id.clone(),
+            created_at: now_nanos(),
+            config: c.config.clone(),
+            image_id: c.image.id.clone(),
+            image_ref: c.image_name.to_string(),
+            log_path: spec.log_path,
+            bundle: dirs.bundle,
+            layer_dir: dirs.layer,
+            shim_dir: dirs.shim,
+            cgroups_path: spec.cgroups_path,
+            cgroup_path: spec.cgroup_path,
+            pid,
+            stop_signal: spec.stop_signal,
+        };
+        self.store.persist(&record)?;
+        Ok(record)
+    }
+
+    /// The bundle, the layer dir (upper and work) and the shim's dir.
+    fn make_dirs(&self, id: &str, undo: &mut Undo) -> Result<Dirs, ContainerError> {
+        let dirs = Dirs {
+            bundle: self.store.record_dir(id),
+            layer: self.layers_dir.join(id),
+            // Unix socket paths are limited to 107 bytes: the shim's dir is
+            // named by a 12-digit prefix of the (random) id, in a short path.
+            shim: self.shims_dir.join(&id[..12.min(id.len())]),
+        };
+        for dir in [&dirs.bundle, &dirs.layer, &self.shims_dir] {
+            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("container dir", err))?;
+        }
+        std::fs::create_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
+        undo.dirs = vec![dirs.bundle.clone(), dirs.layer.clone(), dirs.shim.clone()];
+        Ok(dirs)
+    }
+
+    /// The image's layers under a writable upper dir.
+    fn mount_rootfs(
+        &self,
+        image: &ImageRecord,
+        dirs: &Dirs,
+        undo: &mut Undo,
+    ) -> Result<RootfsPaths, ContainerError> {
+        let layers = image
+            .layers
+            .iter()
+            .map(|layer| self.images.layer_path(&layer.diff_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let paths = RootfsPaths::new(&dirs.layer, &dirs.bundle);
+        self.mounts.mount(&layers, &paths)?;
+        undo.rootfs = Some(paths.clone());
+        Ok(paths)
+    }
+
+    /// Builds the OCI spec and writes it into the bundle (and makes the log
+    /// file's dir). Nothing here awaits: the host lookup the spec builder
+    /// borrows is not Send.
+    fn write_spec(
+        &self,
+        c: &Creation<'_>,
+        dirs: &Dirs,
+        rootfs: &RootfsPaths,
+        target_pid: Option<u32>,
+    ) -> Result<SpecOutcome, ContainerError> {
+        let image_config = self.image_config(c.image)?;
+        let image_view = ImageConfigView::from(&image_config);
+        let location =
+            berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
+                .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
+        let cgroups_path = self.oci_cgroups_path(&location);
+        let hierarchy_dirs = self
+            .cgroups
+            .hierarchy_dirs(&location.path)
+            .map_err(|err| ContainerError::Cgroup(Box::new(err)))?;
+        let log_path = berth_spec::annotations::log_path(c.config, c.sandbox_config)?;
+        let etc_passwd = read_image_file(&rootfs.merged, "etc/passwd");
+        let etc_group = read_image_file(&rootfs.merged, "etc/group");
+        let inputs = ContainerInputs {
+            container_id: c.id,
+            sandbox_id: &c.sandbox.id,
+            config: c.config,
+            sandbox_config: c.sandbox_config,
+            image: &image_view,
+            rootfs: &rootfs.merged,
+            namespaces: &sandbox_namespaces(c.sandbox, target_pid),
+            cgroups_path: &cgroups_path,
+            cgroup_view: cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs),
+            etc_passwd: etc_passwd.as_deref(),
+            etc_group: etc_group.as_deref(),
+            sandbox_files: sandbox_files(c.sandbox),
+            host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
+            features: self.features,
+            host: &OsHost,
+        };
+        berth_spec::container_spec(&inputs)?
+            .save(dirs.bundle.join("config.json"))
+            .map_err(ContainerError::WriteSpec)?;
+        if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
+            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("log dir", err))?;
+        }
+        Ok(SpecOutcome {
+            cgroups_path,
+            cgroup_path: location.path,
+            log_path,
+            stop_signal: berth_spec::stop_signal(c.config, &image_view)
+                .unwrap_or(Signal::SIGTERM as i32),
+        })
+    }
+
+    /// The image's config blob, parsed; the error says which step failed.
+    fn image_config(
+        &self,
+        image: &ImageRecord,
+    ) -> Result<oci_spec::image::ImageConfiguration, ContainerError> {
+        let unreadable =
+            |source: Box<dyn std::error::Error + Send + Sync>| ContainerError::ImageConfig {
+                image: image.id.clone(),
+                source,
+            };
+        let path = self.images.blob_path(&image.id)?;
+        let bytes = std::fs::read(&path).map_err(|err| unreadable(Box::new(err)))?;
+        oci_spec::image::ImageConfiguration::from_reader(bytes.as_slice())
+            .map_err(|err| unreadable(Box::new(err)))
+    }
+
+    /// The spec's `linux.cgroupsPath`: systemd's `slice:berth:<id>` under
+    /// the systemd driver on cgroup v2, where libcontainer makes the scope;
+    /// the expanded path otherwise (libcontainer's systemd support is v2
+    /// only, so on a v1 systemd host the container's cgroups are made
+    /// directly inside its pod's slice).
+    fn oci_cgroups_path(&self, location: &berth_cgroups::CgroupLocation) -> String {
+        if self.features.v2 {
+            location.oci_cgroups_path().to_string()
+        } else {
+            location.path.clone()
+        }
+    }
+
+    /// For PID TARGET: the init pid of the target container, which must
+    /// be a running container of the same sandbox.
+    async fn target_pid(
+        &self,
+        config: &ContainerConfig,
+        sandbox_id: &str,
+    ) -> Result<Option<u32>, ContainerError> {
+        let options = config
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.security_context.as_ref())
+            .and_then(|context| context.namespace_options.as_ref());
+        let Some(options) = options.filter(|options| options.pid() == NamespaceMode::Target) else {
+            return Ok(None);
+        };
+        let target_id = &options.target_id;
+        let handle = self.store.find(target_id)?;
+        let Some(handle) = handle.filter(|_| !target_id.is_empty()) else {
+            return Err(ContainerError::TargetNotFound {
+                target_id: target_id.clone(),
+            });
+        };
+        let target = handle.lock().await.clone();
+        if target.sandbox_id != sandbox_id {
+            return Err(ContainerError::TargetInOtherSandbox {
+                target_id: target.id,
+            });
+        }
+        match self.shims.state(&target.shim_dir).await {
+            Some(state) if state.status == RunState::Running => Ok(u32::try_from(state.pid).ok()),
+            _ => Err(ContainerError::TargetNotRunning {
+                target_id: target.id,
+            }),
+        }
+    }
+
+    async fn undo(&self, undo: Undo) {
+        if let Some(dir) = &undo.shim_dir {
+            let _ = self
+                .shims
+                .call(
+                    dir,
+                    Request::Kill {
+                        signal: SignalArg::Number(Signal::SIGKILL as i32),
+                        all: true,
+                    },
+                    Duration::ZERO,
+                )
+                .await;
+            let _ = self
+                .shims
+                .call(dir, Request::Shutdown, Duration::ZERO)
+                .await;
+        }
+        if let Some(paths) = &undo.rootfs {
+            if let Err(err) = self.mounts.unmount(paths) {
+                tracing::warn!(error = %err, "undo: unmount rootfs");
+            }
+        }
+        for dir in &undo.dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some((name, id)) = &undo.name {
+            self.store.release_name(name, id);
+        }
+    }
+}
+
+/// The pod's namespaces a container joins, and a PID TARGET's init.
+fn sandbox_namespaces(sandbox: &SandboxRecord, target_pid: Option<u32>) -> SandboxNamespaces {
+    SandboxNamespaces {
+        network: sandbox.namespaces.get("net").cloned(),
+        ipc: sandbox.namespaces.get("ipc").cloned(),
+        uts: sandbox.namespaces.get("uts").cloned(),
+        pid: sandbox.namespaces.get("pid").cloned(),
+        target_pid,
+    }
+}
+
+/// The pod's files every container mounts.
+fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
+    SandboxFiles {
+        hostname: Some(sandbox.dir.join("hostname")),
+        hosts: Some(sandbox.dir.join("hosts")),
+        resolv_conf: Some(sandbox.dir.join("resolv.conf")),
+        shm: sandbox.shm.clone(),
+    }
+}
+
+/// Reads a small file of the image without following a symlink out of the
+/// rootfs: a symlinked `/etc` or `/etc/passwd` is treated as absent.
+fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
+    let mut path = rootfs.to_path_buf();
+    for part in relative.split('/') {
+        path.push(part);
+        if std::fs::symlink_metadata(&path)
+            .ok()?
+            .file_type()
+            .is_symlink()
+        {
+            return None;
+        }
+    }
+    std::fs::read_to_string(path).ok()
+}

@@ -1,0 +1,104 @@
+//! What can go wrong with a container, naming the container, field or file
+//! involved. `server/errors.rs` turns each kind into its gRPC code; nothing
+//! here knows about gRPC.
+
+use std::io;
+use std::path::PathBuf;
+
+use berth_cgroups::{CgroupError, NamingError};
+
+use crate::sandbox::SandboxError;
+use crate::state_store::{AmbiguousId, StateError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("container {id:?} not found")]
+    NotFound { id: String },
+    #[error(transparent)]
+    AmbiguousId(#[from] AmbiguousId),
+    /// The pod sandbox could not be looked up (or is gone).
+    #[error(transparent)]
+    Sandbox(Box<SandboxError>),
+    #[error("image {image:?} not found: pull it first")]
+    ImageNotFound { image: String },
+    #[error("container name {name:?} is reserved by container {holder}")]
+    NameReserved { name: String, holder: String },
+
+    // PID namespace TARGET: three distinct failures, each naming the id.
+    #[error("namespace_options.target_id: container {target_id:?} not found")]
+    TargetNotFound { target_id: String },
+    #[error("namespace_options.target_id: container {target_id} is in another pod sandbox")]
+    TargetInOtherSandbox { target_id: String },
+    #[error("namespace_options.target_id: container {target_id} is not running")]
+    TargetNotRunning { target_id: String },
+
+    /// The request's config cannot become an OCI spec (or a log path).
+    #[error(transparent)]
+    Spec(#[from] berth_spec::SpecError),
+    #[error("cgroup: {0}")]
+    CgroupName(#[source] Box<NamingError>),
+
+    /// The shim could not create the container; the message carries the
+    /// shim's reason and where its log is kept.
+    #[error("{message}")]
+    CreateFailed { id: String, message: String },
+    /// The shim refused or failed to start the container (same form).
+    #[error("{message}")]
+    StartFailed { id: String, message: String },
+    #[error("exec in container {id}: {message}")]
+    ExecRefused { id: String, message: String },
+    #[error("container {id} is not running")]
+    NotRunning { id: String },
+    #[error("updating container {id}: {source}")]
+    UpdateRefused {
+        id: String,
+        source: Box<CgroupError>,
+    },
+
+    #[error("container {id} did not stop after SIGKILL")]
+    DidNotStop { id: String },
+    #[error("shim of container {id}: {source}")]
+    ShimUnreachable { id: String, source: io::Error },
+    #[error("shim of container {id} answered {answer}")]
+    ShimAnswer { id: String, answer: String },
+    #[error("cannot start the shim {binary}: {source}")]
+    ShimSpawn { binary: PathBuf, source: io::Error },
+    #[error("image config {image} is unreadable: {source}")]
+    ImageConfig {
+        image: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error(transparent)]
+    ImageStore(#[from] berth_image::store::StoreError),
+    #[error(transparent)]
+    Rootfs(#[from] super::rootfs::RootfsError),
+    #[error("cgroup: {0}")]
+    Cgroup(#[source] Box<CgroupError>),
+    #[error("writing config.json: {0}")]
+    WriteSpec(#[source] oci_spec::OciSpecError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{what}: {source}")]
+    Task {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
+}
+
+impl From<SandboxError> for ContainerError {
+    fn from(err: SandboxError) -> Self {
+        ContainerError::Sandbox(Box::new(err))
+    }
+}
+
+impl ContainerError {
+    /// An I/O failure, saying what was being done.
+    pub fn io(what: impl Into<String>, source: io::Error) -> Self {
+        ContainerError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! What a container's lifecycle does to the host, behind two seams: the
+//! overlay mounts of its root filesystem, and its shim (started with
+//! fork+exec, then called over its socket). The manager's rules (undo order,
+//! name reservations, idempotent stop and remove) are unit-tested through
+//! fakes of these, without root; cgroups have their own seam,
+//! `berth_cgroups::CgroupManager`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_shim_api::protocol::{Request, Response, StateInfo};
+
+use super::rootfs::{self, RootfsError, RootfsPaths};
+use super::shim::{self, ShimLaunch};
+use super::ContainerError;
+
+/// Mounting and unmounting a container's overlay root filesystem.
+pub trait RootfsMounts: Send + Sync {
+    /// Mounts `layers` (bottom-most first) under a writable upper dir.
+    fn mount(&self, layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError>;
+    /// Unmounts it; not mounted is fine.
+    fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError>;
+}
+
+/// Starting shims and talking to them.
+#[async_trait]
+pub trait Shims: Send + Sync {
+    /// Starts a shim and waits until it reports the container created;
+    /// returns the container's init pid.
+    async fn launch(&self, launch: &ShimLaunch<'_>) -> Result<i32, ContainerError>;
+    /// One request to the shim of `dir`; `extra` adds to the call timeout.
+    async fn call(&self, dir: &Path, request: Request, extra: Duration) -> io::Result<Response>;
+    /// The container's state: from the live shim, else from its exit file.
+    async fn state(&self, dir: &Path) -> Option<StateInfo>;
+}
+
+/// The real overlay mounts.
+pub struct OverlayMounts;
+
+impl RootfsMounts for OverlayMounts {
+    fn mount(&self, layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError> {
+        rootfs::mount_rootfs(layers, paths)
+    }
+
+    fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError> {
+        rootfs::unmount_rootfs(paths)
+    }
+}
+
+/// Real berth-shim processes.
+pub struct ShimProcesses;
+
+#[async_trait]
+impl Shims for ShimProcesses {
+    async fn launch(&self, launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
+        shim::launch(launch).await
+    }
+
+    async fn call(&self, dir: &Path, request: Request, extra: Duration) -> io::Result<Response> {
+        shim::call(dir, request, extra).await
+    }
+
+    async fn state(&self, dir: &Path) -> Option<StateInfo> {
+        shim::state(dir).await
+    }
+}

@@ -1,0 +1,379 @@
+//! The container lifecycle's rules, through fakes of its seams (no root):
+//! a failed create undoes every step in reverse and frees the name, the
+//! three PID TARGET failures are distinct, stop and remove are idempotent,
+//! concurrent creates and removes keep the store whole.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use berth_image::store::{ImageRecord, ImageStore, LayerRecord};
+use cri_api::v1::{
+    ContainerConfig, ContainerMetadata, ImageSpec, LinuxContainerConfig,
+    LinuxContainerSecurityContext, NamespaceMode, NamespaceOption,
+};
+
+use super::store::ContainerStore;
+use super::{ContainerError, ContainerManager};
+use crate::fakes::{FakeMounts, FakeShims, Journal};
+use crate::sandbox::lifecycle_tests::{fixture as sandbox_fixture, pod, Fixture as Pods};
+
+const IMAGE: &str = "docker.io/library/fake:latest";
+
+struct Fixture {
+    manager: Arc<ContainerManager>,
+    journal: Arc<Journal>,
+    pods: Pods,
+    dir: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let pods = sandbox_fixture();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = Journal::new();
+    let images = ImageStore::open(&dir.path().join("images")).expect("images");
+    add_image(&images);
+    let manager = ContainerManager {
+        store: ContainerStore::open(&dir.path().join("state/containers")).expect("store"),
+        images: Arc::new(images),
+        sandboxes: pods.manager.clone(),
+        layers_dir: dir.path().join("root/containers"),
+        runtime_root: dir.path().join("state/runtime"),
+        shims_dir: dir.path().join("state/shims"),
+        shim: "/nonexistent/berth-shim".into(),
+        shims: Arc::new(FakeShims::new(journal.clone())),
+        mounts: Arc::new(FakeMounts {
+            journal: journal.clone(),
+        }),
+        cgroups: pods.cgroups.clone(),
+        features: berth_spec::CgroupFeatures::default(),
+    };
+    Fixture {
+        manager: Arc::new(manager),
+        journal,
+        pods,
+        dir,
+    }
+}
+
+/// One image with one layer; its config blob is real JSON.
+fn add_image(store: &ImageStore) {
+    let digest = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+    let config = serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Cmd": ["sh"]},
+        "rootfs": {"type": "layers", "diff_ids": [digest('b')]},
+    });
+    store
+        .write_blob(&digest('a'), &serde_json::to_vec(&config).expect("json"))
+        .expect("blob");
+    let record = ImageRecord {
+        id: digest('a'),
+        repo_tags: vec![],
+        repo_digests: vec![],
+        size: 1,
+        manifest_digest: digest('c'),
+        layers: vec![LayerRecord {
+            blob_digest: digest('d'),
+            diff_id: digest('b'),
+            media_type: "application/vnd.oci.image.layer.v1.tar".into(),
+            size: 1,
+        }],
+        user: String::new(),
+        pinned: false,
+    };
+    store
+        .commit(
+            record,
+            Some(IMAGE.into()),
+            format!("docker.io/library/fake@{}", digest('c')),
+        )
+        .expect("commit");
+}
+
+fn container(name: &str) -> ContainerConfig {
+    ContainerConfig {
+        metadata: Some(ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        image: Some(ImageSpec {
+            image: IMAGE.into(),
+            ..Default::default()
+        }),
+        command: vec!["sh".into()],
+        ..Default::default()
+    }
+}
+
+/// A container joining the PID namespace of `target`.
+fn targeting(name: &str, target: &str) -> ContainerConfig {
+    let mut config = container(name);
+    config.linux = Some(LinuxContainerConfig {
+        security_context: Some(LinuxContainerSecurityContext {
+            namespace_options: Some(NamespaceOption {
+                pid: NamespaceMode::Target as i32,
+                target_id: target.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    config
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|entry| {
+                    entry
+                        .expect("entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .filter(|name| name != "trash")
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Nothing of a container is left: no record, bundle, layer or shim dir.
+fn assert_no_trace(f: &Fixture, what: &str) {
+    assert!(f.manager.store.all().is_empty(), "{what}");
+    for dir in ["state/containers", "root/containers", "state/shims"] {
+        assert_eq!(
+            entries(&f.dir.path().join(dir)),
+            Vec::<String>::new(),
+            "{what}: {dir}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
+    let cases: [(&str, &[&str]); 2] = [
+        ("mount rootfs", &["mount rootfs"]),
+        (
+            "launch shim",
+            &[
+                "mount rootfs",
+                "launch shim",
+                "kill Number(9) all=true",
+                "shutdown shim",
+                "unmount rootfs",
+            ],
+        ),
+    ];
+    for (step, expected) in cases {
+        let f = fixture().await;
+        let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+        f.journal.fail(step);
+        let err = f
+            .manager
+            .create(&pod_id, container("app"), None)
+            .await
+            .unwrap_err();
+        assert!(
+            !matches!(err, ContainerError::NameReserved { .. }),
+            "{step}: {err}"
+        );
+        assert_eq!(f.journal.entries(), expected, "{step}");
+        assert_no_trace(&f, step);
+        f.journal.heal();
+        f.manager
+            .create(&pod_id, container("app"), None)
+            .await
+            .unwrap_or_else(|err| panic!("after {step}: the name is free again: {err}"));
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_image_config_says_why() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let blob = f
+        .manager
+        .images
+        .blob_path(&format!("sha256:{}", "a".repeat(64)))
+        .expect("path");
+    std::fs::write(&blob, b"not json").expect("corrupt");
+    let err = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .unwrap_err();
+    let ContainerError::ImageConfig { source, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(!source.to_string().is_empty());
+    assert!(err.to_string().contains("is unreadable: "), "{err}");
+    assert_no_trace(&f, "image config");
+}
+
+#[tokio::test]
+async fn pid_target_failures_are_three_distinct_errors_naming_the_id() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let other_pod = f.pods.manager.run(pod("other"), "").await.expect("pod");
+
+    let err = f
+        .manager
+        .create(&pod_id, targeting("debug", "nope"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::TargetNotFound { target_id } if target_id == "nope"),
+        "{err:?}"
+    );
+
+    let target = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("target");
+    let err = f
+        .manager
+        .create(&pod_id, targeting("debug", &target), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::TargetNotRunning { target_id } if *target_id == target),
+        "{err:?}"
+    );
+
+    f.manager.start(&target).await.expect("start");
+    let err = f
+        .manager
+        .create(&other_pod, targeting("debug", &target), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::TargetInOtherSandbox { target_id } if *target_id == target),
+        "{err:?}"
+    );
+
+    // Each failure freed the name: the same name works once the target runs.
+    f.manager
+        .create(&pod_id, targeting("debug", &target), None)
+        .await
+        .expect("debug container");
+}
+
+#[tokio::test]
+async fn stop_and_remove_are_idempotent() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    f.manager.start(&id).await.expect("start");
+    f.journal.clear();
+    f.manager.stop(&id, 10).await.expect("stop");
+    f.manager.stop(&id, 10).await.expect("stop again");
+    assert_eq!(f.journal.entries(), ["kill Number(15) all=false"]);
+    f.journal.clear();
+    f.manager.remove(&id).await.expect("remove");
+    f.manager.remove(&id).await.expect("remove again");
+    f.manager.stop(&id, 0).await.expect("stop after remove");
+    f.manager
+        .remove("no-such-container")
+        .await
+        .expect("unknown");
+    assert_eq!(f.journal.entries(), ["shutdown shim", "unmount rootfs"]);
+    assert_no_trace(&f, "remove");
+    // The name is free again.
+    f.manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create again");
+}
+
+#[tokio::test]
+async fn removing_a_running_container_stops_it_first() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    f.manager.start(&id).await.expect("start");
+    f.journal.clear();
+    f.manager.remove(&id).await.expect("remove");
+    assert_eq!(
+        f.journal.entries(),
+        ["kill Number(9) all=true", "shutdown shim", "unmount rootfs"]
+    );
+    assert_no_trace(&f, "remove running");
+}
+
+#[tokio::test]
+async fn concurrent_creates_and_removes_keep_the_store_whole() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let creates: Vec<_> = (0..8)
+        .map(|n| {
+            let manager = f.manager.clone();
+            let pod_id = pod_id.clone();
+            // Two creates per name: one of each pair wins.
+            tokio::spawn(async move {
+                manager
+                    .create(&pod_id, container(&format!("c{}", n / 2)), None)
+                    .await
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    for create in creates {
+        match create.await.expect("task") {
+            Ok(id) => ids.push(id),
+            Err(ContainerError::NameReserved { .. }) => refused += 1,
+            Err(err) => panic!("{err}"),
+        }
+    }
+    assert_eq!((ids.len(), refused), (4, 4));
+    let removes: Vec<_> = ids
+        .iter()
+        .flat_map(|id| [id.clone(), id.clone()])
+        .map(|id| {
+            let manager = f.manager.clone();
+            tokio::spawn(async move { manager.remove(&id).await })
+        })
+        .collect();
+    for remove in removes {
+        remove.await.expect("task").expect("remove");
+    }
+    assert_no_trace(&f, "concurrent remove");
+}
+
+#[tokio::test]
+async fn a_container_needs_its_pod_and_image() {
+    let f = fixture().await;
+    let err = f
+        .manager
+        .create("no-such-pod", container("app"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "pod sandbox \"no-such-pod\" not found");
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let mut config = container("app");
+    config.image = Some(ImageSpec {
+        image: "missing:1".into(),
+        ..Default::default()
+    });
+    let err = f.manager.create(&pod_id, config, None).await.unwrap_err();
+    assert!(
+        matches!(err, ContainerError::ImageNotFound { .. }),
+        "{err:?}"
+    );
+    assert!(f.journal.entries().is_empty());
+    assert_no_trace(&f, "missing");
+}

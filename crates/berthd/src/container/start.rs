@@ -1,0 +1,35 @@
+//! StartContainer.
+
+use std::time::Duration;
+
+use berth_shim_api::protocol::{Request, Response};
+
+use super::{shim, shim_answer, shim_log, shim_unreachable, ContainerError, ContainerManager};
+
+impl ContainerManager {
+    /// StartContainer.
+    pub async fn start(&self, id: &str) -> Result<(), ContainerError> {
+        let record = self.get(id).await?;
+        match self
+            .shims
+            .call(&record.shim_dir, Request::Start, Duration::ZERO)
+            .await
+        {
+            Ok(Response::Ok) => Ok(()),
+            // The shim's log stays in its dir until RemoveContainer.
+            Ok(Response::Error { message, .. }) => {
+                let log = shim::log_path(&record.shim_dir);
+                Err(ContainerError::StartFailed {
+                    message: shim_log::with_reason(
+                        &format!("starting container {}: {message}", record.id),
+                        &log,
+                        Some(&log),
+                    ),
+                    id: record.id,
+                })
+            }
+            Ok(other) => Err(shim_answer(&record, &other)),
+            Err(err) => Err(shim_unreachable(&record, err)),
+        }
+    }
+}

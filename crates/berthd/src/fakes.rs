@@ -1,0 +1,311 @@
+//! Test doubles of the managers' seams over privileged operations, so the
+//! lifecycle rules are unit-tested without root. Each fake writes what it
+//! is asked to do into a shared [`Journal`], in order, and fails on demand.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_network::cni::{AddResult, CniError, NetworkConfigList, PodNetwork};
+use berth_shim_api::protocol::{Request, Response, RunState, StateInfo};
+
+use crate::container::host::{RootfsMounts, Shims};
+use crate::container::rootfs::{RootfsError, RootfsPaths};
+use crate::container::shim::ShimLaunch;
+use crate::container::ContainerError;
+use crate::sandbox::host::{PodNamespaces, PodNetworks};
+use crate::sandbox::namespaces::{PinRequest, Pinned};
+use crate::sandbox::store::InfraProcess;
+use crate::sandbox::SandboxError;
+
+/// What the fakes were asked to do, in order, and which steps fail.
+#[derive(Debug, Default)]
+pub struct Journal {
+    entries: Mutex<Vec<String>>,
+    failing: Mutex<BTreeSet<&'static str>>,
+}
+
+impl Journal {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn entries(&self) -> Vec<String> {
+        lock(&self.entries).clone()
+    }
+
+    pub fn clear(&self) {
+        lock(&self.entries).clear();
+    }
+
+    /// Makes step `step` fail from now on.
+    pub fn fail(&self, step: &'static str) {
+        lock(&self.failing).insert(step);
+    }
+
+    pub fn heal(&self) {
+        lock(&self.failing).clear();
+    }
+
+    fn write(&self, entry: impl Into<String>) {
+        lock(&self.entries).push(entry.into());
+    }
+
+    /// Notes the step and says whether it is to fail.
+    fn step(&self, step: &'static str) -> bool {
+        self.write(step);
+        lock(&self.failing).contains(step)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// berth-pinns and the mounts, pretended: pins are empty files.
+pub struct FakeNamespaces {
+    pub journal: Arc<Journal>,
+    /// Where the killed infra process leaves, as a real one would.
+    pub cgroups: Arc<berth_cgroups::fake::FakeManager>,
+}
+
+#[async_trait]
+impl PodNamespaces for FakeNamespaces {
+    async fn pin(&self, request: &PinRequest) -> Result<Pinned, SandboxError> {
+        if self.journal.step("pin") {
+            return Err(SandboxError::PinFailed {
+                stderr: "injected".into(),
+            });
+        }
+        let mut pinned = Pinned::default();
+        for (asked, kind) in [
+            (request.net, "net"),
+            (request.ipc, "ipc"),
+            (request.uts, "uts"),
+            (request.pid, "pid"),
+        ] {
+            if asked {
+                let path = request.dir.join(kind);
+                std::fs::write(&path, b"").map_err(|err| SandboxError::io("fake pin", err))?;
+                pinned.namespaces.insert(kind.to_string(), path);
+            }
+        }
+        pinned.infra_pid = request.pid.then_some(4242);
+        Ok(pinned)
+    }
+
+    fn identify(&self, pid: i32) -> Option<InfraProcess> {
+        (!self.journal.step("identify")).then_some(InfraProcess { pid, start_time: 1 })
+    }
+
+    fn clamp_oom_score_adj(&self, _pid: i32, _wanted: i32) {
+        self.journal.write("clamp");
+    }
+
+    async fn kill_and_wait(&self, infra: &InfraProcess) {
+        self.journal.write("kill infra");
+        self.cgroups.exit_process(infra.pid);
+    }
+
+    fn mount_shm(&self, path: &Path, _size: &str) -> Result<(), SandboxError> {
+        if self.journal.step("mount shm") {
+            return Err(SandboxError::ShmMount {
+                path: path.to_path_buf(),
+                source: nix::Error::EPERM,
+            });
+        }
+        std::fs::create_dir_all(path).map_err(|err| SandboxError::io("fake shm", err))
+    }
+
+    fn unmount(&self, path: &Path) {
+        self.journal.write(format!("unmount {}", name_of(path)));
+        let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
+    }
+}
+
+/// CNI, pretended: one config file in `conf_dir`, fixed addresses.
+pub struct FakeNetwork {
+    pub journal: Arc<Journal>,
+    pub conf_dir: PathBuf,
+}
+
+impl FakeNetwork {
+    pub fn new(journal: Arc<Journal>, conf_dir: PathBuf) -> Self {
+        std::fs::create_dir_all(&conf_dir).expect("conf dir");
+        std::fs::write(
+            conf_dir.join("10-fake.conflist"),
+            r#"{"cniVersion":"1.0.0","name":"fake","plugins":[{"type":"bridge"}]}"#,
+        )
+        .expect("conflist");
+        Self { journal, conf_dir }
+    }
+
+    fn failure(&self, what: &str) -> CniError {
+        CniError::InvalidConfig {
+            path: self.conf_dir.clone(),
+            reason: format!("injected {what} failure"),
+        }
+    }
+}
+
+#[async_trait]
+impl PodNetworks for FakeNetwork {
+    fn conf_dir(&self) -> &Path {
+        &self.conf_dir
+    }
+
+    async fn loopback_up(&self, _netns: &Path) -> Result<(), CniError> {
+        if self.journal.step("loopback") {
+            return Err(self.failure("loopback"));
+        }
+        Ok(())
+    }
+
+    async fn add(
+        &self,
+        _network: &NetworkConfigList,
+        _pod: &PodNetwork,
+    ) -> Result<AddResult, CniError> {
+        if self.journal.step("cni add") {
+            return Err(self.failure("ADD"));
+        }
+        Ok(AddResult {
+            raw: serde_json::json!({"ips": [{"address": "10.88.0.2/16"}]}),
+            ips: vec!["10.88.0.2".parse().expect("ip")],
+        })
+    }
+
+    async fn del(
+        &self,
+        _network: &NetworkConfigList,
+        _pod: &PodNetwork,
+        _prev_result: Option<&serde_json::Value>,
+    ) -> Result<(), CniError> {
+        if self.journal.step("cni del") {
+            return Err(self.failure("DEL"));
+        }
+        Ok(())
+    }
+}
+
+/// Overlay mounts, pretended: the merged dir is made, nothing is mounted.
+pub struct FakeMounts {
+    pub journal: Arc<Journal>,
+}
+
+impl RootfsMounts for FakeMounts {
+    fn mount(&self, _layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError> {
+        if self.journal.step("mount rootfs") {
+            return Err(RootfsError::NoLayers);
+        }
+        std::fs::create_dir_all(&paths.merged).map_err(|source| RootfsError::Io {
+            what: "fake merged dir",
+            path: paths.merged.clone(),
+            source,
+        })
+    }
+
+    fn unmount(&self, _paths: &RootfsPaths) -> Result<(), RootfsError> {
+        self.journal.write("unmount rootfs");
+        Ok(())
+    }
+}
+
+/// Shims, pretended: each container's state lives here, by shim dir.
+pub struct FakeShims {
+    pub journal: Arc<Journal>,
+    states: Mutex<HashMap<PathBuf, StateInfo>>,
+    next_pid: AtomicI32,
+}
+
+impl FakeShims {
+    pub fn new(journal: Arc<Journal>) -> Self {
+        Self {
+            journal,
+            states: Mutex::new(HashMap::new()),
+            next_pid: AtomicI32::new(1000),
+        }
+    }
+
+    fn set(&self, dir: &Path, change: impl FnOnce(&mut StateInfo)) -> bool {
+        match lock(&self.states).get_mut(dir) {
+            Some(state) => {
+                change(state);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[async_trait]
+impl Shims for FakeShims {
+    async fn launch(&self, launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
+        if self.journal.step("launch shim") {
+            return Err(ContainerError::CreateFailed {
+                id: launch.id.to_string(),
+                message: format!("creating container {}: injected", launch.id),
+            });
+        }
+        let pid = self.next_pid.fetch_add(1, Ordering::SeqCst);
+        let state = StateInfo {
+            id: launch.id.to_string(),
+            status: RunState::Created,
+            pid,
+            created_at: String::new(),
+            started_at: None,
+            exit_code: None,
+            exited_at: None,
+            oom_killed: false,
+        };
+        lock(&self.states).insert(launch.dir.to_path_buf(), state);
+        Ok(pid)
+    }
+
+    async fn call(&self, dir: &Path, request: Request, _extra: Duration) -> io::Result<Response> {
+        let gone = || io::Error::new(io::ErrorKind::NotFound, "no shim");
+        let answer = match request {
+            Request::Start => {
+                self.journal.write("start");
+                self.set(dir, |state| state.status = RunState::Running)
+                    .then_some(Response::Ok)
+            }
+            Request::Kill { signal, all } => {
+                self.journal.write(format!("kill {signal:?} all={all}"));
+                self.set(dir, |state| {
+                    if state.status == RunState::Running {
+                        state.status = RunState::Stopped;
+                        state.exit_code = Some(137);
+                    }
+                })
+                .then_some(Response::Ok)
+            }
+            Request::Shutdown => {
+                self.journal.write("shutdown shim");
+                lock(&self.states).remove(dir).map(|_| Response::Ok)
+            }
+            Request::State => lock(&self.states).get(dir).cloned().map(Response::State),
+            other => Some(Response::error(
+                berth_shim_api::protocol::ErrorCode::BadRequest,
+                format!("the fake does not serve {other:?}"),
+            )),
+        };
+        answer.ok_or_else(gone)
+    }
+
+    async fn state(&self, dir: &Path) -> Option<StateInfo> {
+        lock(&self.states).get(dir).cloned()
+    }
+}

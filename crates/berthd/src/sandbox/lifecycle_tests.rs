@@ -1,0 +1,293 @@
+//! The sandbox lifecycle's rules, through fakes of its seams (no root):
+//! a failed run undoes every step in reverse and frees the name, stop and
+//! remove are idempotent, concurrent runs and removes keep the store whole.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use berth_cgroups::fake::FakeManager;
+use berth_cgroups::{CgroupManager, Driver, ParentTracker};
+use cri_api::v1::{PodSandboxConfig, PodSandboxMetadata};
+
+use super::store::SandboxStore;
+use super::{SandboxError, SandboxManager};
+use crate::fakes::{FakeNamespaces, FakeNetwork, Journal};
+
+pub(crate) struct Fixture {
+    pub manager: Arc<SandboxManager>,
+    pub journal: Arc<Journal>,
+    pub cgroups: Arc<FakeManager>,
+    pub dir: tempfile::TempDir,
+}
+
+pub(crate) fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let journal = Journal::new();
+    let cgroups = Arc::new(FakeManager::new());
+    let dyn_cgroups: Arc<dyn CgroupManager> = cgroups.clone();
+    let manager = SandboxManager {
+        store: SandboxStore::open(&dir.path().join("sandboxes")).expect("store"),
+        cgroups: dyn_cgroups.clone(),
+        parents: ParentTracker::open(dyn_cgroups, dir.path().join("parents.json"))
+            .expect("tracker"),
+        driver: Driver::Cgroupfs,
+        default_parent: "/berth".into(),
+        network: Arc::new(FakeNetwork::new(journal.clone(), dir.path().join("cni"))),
+        namespaces: Arc::new(FakeNamespaces {
+            journal: journal.clone(),
+            cgroups: cgroups.clone(),
+        }),
+        ns_dir: dir.path().join("ns"),
+        cgroup_lock: std::sync::Mutex::new(()),
+        runtime_handlers: vec![],
+        pod_cidr: std::sync::RwLock::new(None),
+    };
+    Fixture {
+        manager: Arc::new(manager),
+        journal,
+        cgroups,
+        dir,
+    }
+}
+
+pub(crate) fn pod(name: &str) -> PodSandboxConfig {
+    PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: name.into(),
+            namespace: "default".into(),
+            uid: format!("uid-{name}"),
+            attempt: 0,
+        }),
+        hostname: name.into(),
+        ..Default::default()
+    }
+}
+
+/// The entries of a directory, sorted (none if it does not exist).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|entry| {
+                    entry
+                        .expect("entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Pins are undone in no particular order: they are sorted here.
+fn sorted_pins(entries: Vec<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pins = Vec::new();
+    for entry in entries {
+        let is_pin = ["net", "ipc", "uts", "pid"]
+            .iter()
+            .any(|kind| entry == format!("unmount {kind}"));
+        if is_pin {
+            pins.push(entry);
+            continue;
+        }
+        if !pins.is_empty() {
+            pins.sort();
+            out.append(&mut pins);
+        }
+        out.push(entry);
+    }
+    pins.sort();
+    out.append(&mut pins);
+    out
+}
+
+const PINS_UNDONE: [&str; 4] = ["unmount ipc", "unmount net", "unmount pid", "unmount uts"];
+
+#[tokio::test]
+async fn a_failed_run_undoes_each_step_in_reverse_and_frees_the_name() {
+    // The step that fails, and what must have been done then undone.
+    let cases: BTreeMap<&str, Vec<&str>> = [
+        ("pin", vec!["pin"]),
+        (
+            "identify",
+            [&["pin", "identify"][..], &PINS_UNDONE].concat(),
+        ),
+        (
+            "mount shm",
+            [
+                &["pin", "identify", "clamp", "mount shm", "kill infra"][..],
+                &PINS_UNDONE,
+            ]
+            .concat(),
+        ),
+        (
+            "loopback",
+            [
+                &[
+                    "pin",
+                    "identify",
+                    "clamp",
+                    "mount shm",
+                    "loopback",
+                    "unmount shm",
+                    "kill infra",
+                ][..],
+                &PINS_UNDONE,
+            ]
+            .concat(),
+        ),
+        (
+            "cni add",
+            [
+                &[
+                    "pin",
+                    "identify",
+                    "clamp",
+                    "mount shm",
+                    "loopback",
+                    "cni add",
+                    "unmount shm",
+                    "kill infra",
+                ][..],
+                &PINS_UNDONE,
+            ]
+            .concat(),
+        ),
+    ]
+    .into();
+    for (step, expected) in cases {
+        let f = fixture();
+        f.journal.fail(step);
+        let err = f.manager.run(pod("web"), "").await.unwrap_err();
+        assert!(
+            !matches!(err, SandboxError::NameReserved { .. }),
+            "{step}: {err}"
+        );
+        assert_eq!(sorted_pins(f.journal.entries()), expected, "{step}");
+        assert_no_trace(&f, step);
+        f.journal.heal();
+        f.manager
+            .run(pod("web"), "")
+            .await
+            .unwrap_or_else(|err| panic!("after {step}: the name is free again: {err}"));
+    }
+}
+
+#[tokio::test]
+async fn a_failed_cgroup_step_undoes_what_came_before() {
+    for op in ["ensure_parent", "create", "add_process"] {
+        let f = fixture();
+        f.cgroups.fail(op);
+        let err = f.manager.run(pod("web"), "").await.unwrap_err();
+        assert!(err.to_string().contains("injected failure"), "{op}: {err}");
+        if op == "add_process" {
+            // The infra process was started: it is killed, its pins go.
+            assert_eq!(
+                sorted_pins(f.journal.entries()),
+                [&["pin", "identify", "kill infra"][..], &PINS_UNDONE].concat()
+            );
+        } else {
+            assert!(f.journal.entries().is_empty(), "{op}");
+        }
+        assert_no_trace(&f, op);
+    }
+}
+
+/// Nothing of a failed run is left: no record, dir, pin, cgroup.
+fn assert_no_trace(f: &Fixture, step: &str) {
+    assert!(f.manager.store.all().is_empty(), "{step}");
+    assert_eq!(
+        entries(&f.dir.path().join("sandboxes")),
+        Vec::<String>::new(),
+        "{step}"
+    );
+    assert_eq!(
+        entries(&f.dir.path().join("ns")),
+        Vec::<String>::new(),
+        "{step}"
+    );
+    assert_eq!(f.cgroups.cgroups(), Vec::<String>::new(), "{step}");
+}
+
+#[tokio::test]
+async fn stop_and_remove_are_idempotent() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("run");
+    f.journal.clear();
+    f.manager.stop(&id).await.expect("stop");
+    f.manager.stop(&id).await.expect("stop again");
+    assert_eq!(f.journal.entries(), ["kill infra", "cni del", "kill infra"]);
+    f.manager.remove(&id).await.expect("remove");
+    f.manager.remove(&id).await.expect("remove again");
+    f.manager.stop(&id).await.expect("stop after remove");
+    f.manager.remove("no-such-pod").await.expect("unknown");
+    f.manager.stop("no-such-pod").await.expect("unknown");
+    assert_no_trace(&f, "remove");
+}
+
+#[tokio::test]
+async fn the_same_name_twice_is_refused_and_names_the_holder() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("run");
+    match f.manager.run(pod("web"), "").await {
+        Err(SandboxError::NameReserved { holder, .. }) => assert_eq!(holder, id),
+        other => panic!("{other:?}"),
+    }
+    f.manager.remove(&id).await.expect("remove");
+    f.manager
+        .run(pod("web"), "")
+        .await
+        .expect("the name is free");
+}
+
+#[tokio::test]
+async fn concurrent_runs_and_removes_keep_the_store_whole() {
+    let f = fixture();
+    let runs: Vec<_> = (0..8)
+        .map(|n| {
+            let manager = f.manager.clone();
+            // Two runs per name: one of each pair wins.
+            tokio::spawn(async move { manager.run(pod(&format!("p{}", n / 2)), "").await })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    for run in runs {
+        match run.await.expect("task") {
+            Ok(id) => ids.push(id),
+            Err(SandboxError::NameReserved { .. }) => refused += 1,
+            Err(err) => panic!("{err}"),
+        }
+    }
+    assert_eq!((ids.len(), refused), (4, 4));
+    assert_eq!(f.manager.store.all().len(), 4);
+    let removes: Vec<_> = ids
+        .iter()
+        .flat_map(|id| [id.clone(), id.clone()])
+        .map(|id| {
+            let manager = f.manager.clone();
+            tokio::spawn(async move { manager.remove(&id).await })
+        })
+        .collect();
+    for remove in removes {
+        remove.await.expect("task").expect("remove");
+    }
+    assert_no_trace(&f, "concurrent remove");
+}
+
+#[tokio::test]
+async fn an_unconfigured_runtime_handler_is_refused_before_anything_is_made() {
+    let f = fixture();
+    let err = f.manager.run(pod("web"), "kata").await.unwrap_err();
+    assert!(
+        matches!(err, SandboxError::UnknownRuntimeHandler { .. }),
+        "{err}"
+    );
+    assert!(f.journal.entries().is_empty());
+    assert_no_trace(&f, "handler");
+}

@@ -1,0 +1,131 @@
+//! The one place domain errors become gRPC statuses, as containerd's
+//! `errgrpc.ToGRPC` at its instrumented service. The managers say what went
+//! wrong; only this file decides which code the client sees. The message is
+//! always the error's own text.
+
+use tonic::{Code, Status};
+
+use crate::container::ContainerError;
+use crate::sandbox::SandboxError;
+
+impl From<ContainerError> for Status {
+    fn from(err: ContainerError) -> Self {
+        use ContainerError::*;
+        let code = match &err {
+            Sandbox(inner) => return sandbox_code(inner).with(&err),
+            NotFound { .. } | ImageNotFound { .. } | TargetNotFound { .. } => Code::NotFound,
+            AmbiguousId(_) | Spec(_) | CgroupName(_) => Code::InvalidArgument,
+            NameReserved { .. } => Code::AlreadyExists,
+            // The container cannot be made, started or changed as asked in
+            // its present state on this node: kubelet shows the message.
+            TargetInOtherSandbox { .. }
+            | TargetNotRunning { .. }
+            | CreateFailed { .. }
+            | StartFailed { .. }
+            | ExecRefused { .. }
+            | NotRunning { .. }
+            | UpdateRefused { .. } => Code::FailedPrecondition,
+            DidNotStop { .. }
+            | ShimUnreachable { .. }
+            | ShimAnswer { .. }
+            | ShimSpawn { .. }
+            | ImageConfig { .. }
+            | ImageStore(_)
+            | Rootfs(_)
+            | Cgroup(_)
+            | WriteSpec(_)
+            | Io { .. }
+            | State(_)
+            | Task { .. } => Code::Internal,
+        };
+        code.with(&err)
+    }
+}
+
+impl From<SandboxError> for Status {
+    fn from(err: SandboxError) -> Self {
+        sandbox_code(&err).with(&err)
+    }
+}
+
+fn sandbox_code(err: &SandboxError) -> Code {
+    use SandboxError::*;
+    match err {
+        NotFound { .. } => Code::NotFound,
+        AmbiguousId(_)
+        | UnknownRuntimeHandler { .. }
+        | CgroupParentName(_)
+        | SysctlNotNamespaced { .. }
+        | SysctlOfHostNamespace { .. } => Code::InvalidArgument,
+        NameReserved { .. } => Code::AlreadyExists,
+        NetworkNotReady(_) => Code::FailedPrecondition,
+        CgroupParent { .. }
+        | Cgroup { .. }
+        | PinnsSpawn { .. }
+        | PinFailed { .. }
+        | NetnsNotPinned
+        | ShmMount { .. }
+        | InfraVanished { .. }
+        | InfraCgroup { .. }
+        | Loopback { .. }
+        | CniAdd { .. }
+        | CniDel { .. }
+        | SavedCniConfig { .. }
+        | Io { .. }
+        | State(_) => Code::Internal,
+    }
+}
+
+trait WithMessage {
+    fn with(self, err: &dyn std::fmt::Display) -> Status;
+}
+
+impl WithMessage for Code {
+    fn with(self, err: &dyn std::fmt::Display) -> Status {
+        Status::new(self, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_target_errors_are_distinct_and_name_the_id() {
+        let not_found = Status::from(ContainerError::TargetNotFound {
+            target_id: "abc".into(),
+        });
+        let elsewhere = Status::from(ContainerError::TargetInOtherSandbox {
+            target_id: "abc".into(),
+        });
+        let stopped = Status::from(ContainerError::TargetNotRunning {
+            target_id: "abc".into(),
+        });
+        assert_eq!(not_found.code(), Code::NotFound);
+        assert_eq!(elsewhere.code(), Code::FailedPrecondition);
+        assert_eq!(stopped.code(), Code::FailedPrecondition);
+        for status in [&not_found, &elsewhere, &stopped] {
+            assert!(status.message().contains("abc"), "{status:?}");
+        }
+        assert!(elsewhere.message().contains("another pod sandbox"));
+        assert!(stopped.message().contains("not running"));
+    }
+
+    #[test]
+    fn refused_sysctls_are_invalid_arguments() {
+        let status = Status::from(SandboxError::SysctlNotNamespaced {
+            key: "vm.swappiness".into(),
+        });
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(status.message().contains("vm.swappiness"));
+    }
+
+    #[test]
+    fn a_sandbox_error_keeps_its_code_inside_a_container_error() {
+        let status = Status::from(ContainerError::from(SandboxError::NotFound {
+            id: "p1".into(),
+        }));
+        assert_eq!(status.code(), Code::NotFound);
+        assert_eq!(status.message(), "pod sandbox \"p1\" not found");
+    }
+}

@@ -1,0 +1,43 @@
+//! `ListContainerStats`.
+
+use cri_api::v1::{
+    ContainerStats, ContainerStatsFilter, ListContainerStatsRequest, ListContainerStatsResponse,
+};
+use tonic::Status;
+
+use super::filters::labels_match;
+use super::CriService;
+
+impl CriService {
+    pub(super) async fn serve_list_container_stats(
+        &self,
+        request: ListContainerStatsRequest,
+    ) -> Result<ListContainerStatsResponse, Status> {
+        Ok(ListContainerStatsResponse {
+            stats: self.filtered_container_stats(request.filter).await,
+        })
+    }
+
+    pub(super) async fn filtered_container_stats(
+        &self,
+        filter: Option<ContainerStatsFilter>,
+    ) -> Vec<ContainerStats> {
+        let filter = filter.unwrap_or_default();
+        let containers = &self.context().containers;
+        let mut records = Vec::new();
+        for handle in containers.store.all() {
+            let record = handle.lock().await.clone();
+            let matches = record.id.starts_with(&filter.id)
+                && record.sandbox_id.starts_with(&filter.pod_sandbox_id)
+                && labels_match(&record.config.labels, &filter.label_selector);
+            if matches {
+                records.push(record);
+            }
+        }
+        let mut stats = Vec::with_capacity(records.len());
+        for record in &records {
+            stats.push(self.container_stats(record).await);
+        }
+        stats
+    }
+}

@@ -1,0 +1,41 @@
+//! `ListPodSandboxStats`.
+
+use cri_api::v1::{
+    ListPodSandboxStatsRequest, ListPodSandboxStatsResponse, PodSandboxStats, PodSandboxStatsFilter,
+};
+use tonic::Status;
+
+use super::filters::labels_match;
+use super::CriService;
+
+impl CriService {
+    pub(super) async fn serve_list_pod_sandbox_stats(
+        &self,
+        request: ListPodSandboxStatsRequest,
+    ) -> Result<ListPodSandboxStatsResponse, Status> {
+        Ok(ListPodSandboxStatsResponse {
+            stats: self.filtered_sandbox_stats(request.filter).await,
+        })
+    }
+
+    pub(super) async fn filtered_sandbox_stats(
+        &self,
+        filter: Option<PodSandboxStatsFilter>,
+    ) -> Vec<PodSandboxStats> {
+        let filter = filter.unwrap_or_default();
+        let mut records = Vec::new();
+        for handle in self.context().sandboxes.store.all() {
+            let record = handle.lock().await.clone();
+            if record.id.starts_with(&filter.id)
+                && labels_match(&record.config.labels, &filter.label_selector)
+            {
+                records.push(record);
+            }
+        }
+        let mut stats = Vec::with_capacity(records.len());
+        for record in &records {
+            stats.push(self.pod_sandbox_stats(record).await);
+        }
+        stats
+    }
+}

@@ -1,0 +1,16 @@
+//! berth's integration tests, one binary: each module starts real berthd
+//! processes on their own sockets, roots and networks (see `support/`), and
+//! speaks CRI to them. Run as root; `cargo test -p berth-tests -- <module>`
+//! runs one module.
+
+#![forbid(unsafe_code)]
+
+mod containers;
+mod debug_target;
+mod failures;
+mod image_pull;
+mod runtime_info;
+mod sandbox;
+mod startup;
+mod stats;
+mod streaming;
