@@ -13,6 +13,11 @@
 //! shim also watches `memory.events` (the kernel signals every change of it
 //! with inotify, at the kill, before the victim has exited) and keeps the
 //! highest count it read, as containerd's shim watches it for OOM events.
+//! Under load systemd can still remove the scope before the shim gets to
+//! read it; the parent's (the pod slice's) `memory.events` counts its
+//! children's kills too and outlives the scope, so the shim watches it as
+//! well and notes the parent's count at every read of its own: a parent
+//! count that grew after the container's own file vanished is its kill.
 
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -26,8 +31,16 @@ pub struct OomProbe {
     files: Vec<PathBuf>,
     /// The highest count read so far.
     seen: Option<u64>,
-    /// A watch on the v2 `memory.events`, once [`OomProbe::watch`] set it.
+    /// A watch on the v2 `memory.events` and its parent's, once
+    /// [`OomProbe::watch`] set it.
     watch: Option<Inotify>,
+    /// The parent cgroup's v2 `memory.events`.
+    parent: Option<PathBuf>,
+    /// The parent's count, read just before the last successful read of
+    /// the container's own counter.
+    parent_seen: Option<u64>,
+    /// The own counter was read once and can no longer be.
+    lost: bool,
 }
 
 impl OomProbe {
@@ -55,6 +68,9 @@ impl OomProbe {
             files,
             seen: None,
             watch: None,
+            parent: None,
+            parent_seen: None,
+            lost: false,
         }
     }
 
@@ -109,13 +125,28 @@ impl OomProbe {
         else {
             return;
         };
+        let parent = file
+            .parent()
+            .and_then(Path::parent)
+            .map(|dir| dir.join("memory.events"))
+            .filter(|parent| parent.exists());
         let Ok(inotify) = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) else {
             return;
         };
         if inotify.add_watch(file, AddWatchFlags::IN_MODIFY).is_ok() {
+            if let Some(parent) = &parent {
+                if inotify.add_watch(parent, AddWatchFlags::IN_MODIFY).is_ok() {
+                    self.parent = Some(parent.clone());
+                }
+            }
             self.watch = Some(inotify);
         }
         self.refresh();
+    }
+
+    fn read_parent(&self) -> Option<u64> {
+        let text = fs::read_to_string(self.parent.as_ref()?).ok()?;
+        parse_oom_kill(&text)
     }
 
     /// The watch's fd, readable when the counter file changed.
@@ -124,24 +155,24 @@ impl OomProbe {
     }
 
     /// Drains the watch's events and reads the counter into the highest
-    /// count seen. A removed file ends the watch.
+    /// count seen, noting the parent's count just before.
     pub fn refresh(&mut self) {
-        let mut gone = false;
         if let Some(watch) = &self.watch {
             while let Ok(events) = watch.read_events() {
                 if events.is_empty() {
                     break;
                 }
-                gone |= events
-                    .iter()
-                    .any(|e| e.mask.contains(AddWatchFlags::IN_IGNORED));
             }
         }
-        if let Some(now) = self.oom_kills() {
-            self.seen = Some(self.seen.map_or(now, |seen| seen.max(now)));
-        }
-        if gone {
-            self.watch = None;
+        // The parent first: a kill between the two reads then shows in
+        // the container's own count, never only in the parent's.
+        let parent = self.read_parent();
+        match self.oom_kills() {
+            Some(now) => {
+                self.seen = Some(self.seen.map_or(now, |seen| seen.max(now)));
+                self.parent_seen = parent;
+            }
+            None => self.lost |= self.seen.is_some(),
         }
     }
 
@@ -149,6 +180,17 @@ impl OomProbe {
     pub fn counted(&mut self) -> Option<u64> {
         self.refresh();
         self.seen
+    }
+
+    /// Whether the container was OOM-killed since its count was `baseline`:
+    /// its own count grew, or, its cgroup gone, its parent's did after the
+    /// last read of its own.
+    pub fn killed_since(&mut self, baseline: u64) -> bool {
+        if self.counted().is_some_and(|n| n > baseline) {
+            return true;
+        }
+        self.lost
+            && matches!((self.parent_seen, self.read_parent()), (Some(then), Some(now)) if now > then)
     }
 }
 
@@ -211,6 +253,41 @@ mod tests {
         fs::remove_dir_all(&dir).expect("rm");
         assert_eq!(probe.oom_kills(), None);
         assert_eq!(probe.counted(), Some(1));
+        assert!(probe.killed_since(0));
+    }
+
+    /// A pod slice with one container scope in it, watched.
+    fn slice_with_scope() -> (tempfile::TempDir, PathBuf, PathBuf, OomProbe) {
+        let root = tempfile::tempdir().expect("tempdir");
+        let slice = root.path().join("pod.slice");
+        let scope = slice.join("berth-c1.scope");
+        fs::create_dir_all(&scope).expect("mkdir");
+        fs::write(slice.join("memory.events"), "oom_kill 3\n").expect("write");
+        fs::write(scope.join("memory.events"), "oom_kill 0\n").expect("write");
+        let mut probe = OomProbe::for_process(root.path(), "0::/pod.slice/berth-c1.scope\n");
+        probe.watch();
+        (root, slice, scope, probe)
+    }
+
+    #[test]
+    fn a_kill_seen_only_in_the_parent_after_the_scope_went_counts() {
+        let (_root, slice, scope, mut probe) = slice_with_scope();
+        let baseline = probe.counted().unwrap_or(0);
+        // Killed, and the scope removed before the shim read it.
+        fs::write(slice.join("memory.events"), "oom_kill 4\n").expect("write");
+        fs::remove_dir_all(&scope).expect("rm");
+        assert!(probe.killed_since(baseline));
+    }
+
+    #[test]
+    fn a_siblings_kill_seen_while_the_scope_lived_does_not_count() {
+        let (_root, slice, scope, mut probe) = slice_with_scope();
+        let baseline = probe.counted().unwrap_or(0);
+        fs::write(slice.join("memory.events"), "oom_kill 4\n").expect("write");
+        probe.refresh();
+        // The container then ends otherwise; its scope goes.
+        fs::remove_dir_all(&scope).expect("rm");
+        assert!(!probe.killed_since(baseline));
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl Server {
         if !(self.outputs.iter().all(OutputPipe::is_eof) || now >= ex.drain_until) {
             return;
         }
-        let oom_killed = self.oom.counted().is_some_and(|n| n > self.oom_baseline);
+        let oom_killed = self.oom.killed_since(self.oom_baseline);
         let record = ExitRecord {
             exit_code: ex.code,
             exited_at: ex.at.clone(),
