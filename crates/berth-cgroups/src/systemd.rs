@@ -240,19 +240,13 @@ pub fn scope_properties(unit: &str, slice: &str, pid: u32) -> Vec<UnitProperty> 
 pub struct SystemdManager {
     bus: Box<dyn SystemdBus>,
     fs: Arc<dyn CgroupManager>,
-    /// cgroup v2: the property names differ from v1's.
-    unified: bool,
 }
 
 impl SystemdManager {
     /// `bus` talks to systemd; `fs` (the cgroupfs manager) reads the
     /// hierarchies and removes cgroups systemd does not own.
     pub fn new(bus: Box<dyn SystemdBus>, fs: Arc<dyn CgroupManager>) -> Self {
-        Self {
-            bus,
-            fs,
-            unified: Layout::detect() == Layout::Unified,
-        }
+        Self { bus, fs }
     }
 
     /// Waits until `done` holds, looking more and more slowly, or gives up
@@ -418,7 +412,9 @@ impl CgroupManager for SystemdManager {
     /// (v1's memory+swap, in the order the kernel accepts).
     fn update(&self, path: &str, update: &ResourceUpdate) -> Result<(), CgroupError> {
         let unit = unit_of(path)?;
-        let props = crate::systemd_resources::unit_properties(update, self.unified);
+        // cgroup v2's property names differ from v1's.
+        let unified = self.fs.layout() == Layout::Unified;
+        let props = crate::systemd_resources::unit_properties(update, unified);
         if !props.is_empty() {
             self.bus
                 .set_unit_properties(&unit, &props)
@@ -585,8 +581,8 @@ mod tests {
 
     #[test]
     fn updates_set_unit_properties_then_the_files() {
-        let (mut manager, bus, fs) = manager(&["/test.slice/berth-1.scope"]);
-        manager.unified = true;
+        // The fake's layout is unified.
+        let (manager, bus, fs) = manager(&["/test.slice/berth-1.scope"]);
         let scope = "/test.slice/berth-1.scope";
         let update = ResourceUpdate {
             memory_limit: Some(1 << 20),
