@@ -5,7 +5,7 @@ use cri_api::v1::image_service_server::ImageService;
 use cri_api::v1::*;
 use tonic::{Request, Response, Status};
 
-use super::{CriService, ResponseStream};
+use super::{to_completion, CriService, ResponseStream};
 
 #[tonic::async_trait]
 impl ImageService for CriService {
@@ -42,7 +42,8 @@ impl ImageService for CriService {
         &self,
         request: Request<PullImageRequest>,
     ) -> Result<Response<PullImageResponse>, Status> {
-        self.serve_pull_image(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_pull_image(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -51,7 +52,8 @@ impl ImageService for CriService {
         &self,
         request: Request<RemoveImageRequest>,
     ) -> Result<Response<RemoveImageResponse>, Status> {
-        self.serve_remove_image(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_remove_image(request.into_inner()).await })
             .await
             .map(Response::new)
     }

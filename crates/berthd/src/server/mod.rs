@@ -111,6 +111,21 @@ impl CriService {
     }
 }
 
+/// Runs a mutating RPC's work on a task of its own, so it finishes (or
+/// undoes itself) whether or not the client still waits. tonic drops a
+/// handler's future when the client cancels or its deadline passes; dropped
+/// between two steps, a create would never reach its undo and its name
+/// would stay reserved.
+pub(crate) async fn to_completion<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::spawn(work).await.unwrap_or_else(|err| {
+        Err(Status::internal(format!(
+            "the call's task ended abnormally: {err}"
+        )))
+    })
+}
+
 /// The response stream type of server-streaming RPCs.
 pub type ResponseStream<T> =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;

@@ -5,7 +5,7 @@ use cri_api::v1::runtime_service_server::RuntimeService;
 use cri_api::v1::*;
 use tonic::{Request, Response, Status};
 
-use super::{CriService, ResponseStream};
+use super::{to_completion, CriService, ResponseStream};
 
 #[tonic::async_trait]
 impl RuntimeService for CriService {
@@ -27,7 +27,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<RunPodSandboxRequest>,
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
-        self.serve_run_pod_sandbox(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_run_pod_sandbox(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -36,7 +37,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<StopPodSandboxRequest>,
     ) -> Result<Response<StopPodSandboxResponse>, Status> {
-        self.serve_stop_pod_sandbox(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_stop_pod_sandbox(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -45,7 +47,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<RemovePodSandboxRequest>,
     ) -> Result<Response<RemovePodSandboxResponse>, Status> {
-        self.serve_remove_pod_sandbox(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_remove_pod_sandbox(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -81,7 +84,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<CreateContainerRequest>,
     ) -> Result<Response<CreateContainerResponse>, Status> {
-        self.serve_create_container(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_create_container(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -90,7 +94,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<StartContainerRequest>,
     ) -> Result<Response<StartContainerResponse>, Status> {
-        self.serve_start_container(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_start_container(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -99,7 +104,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<StopContainerRequest>,
     ) -> Result<Response<StopContainerResponse>, Status> {
-        self.serve_stop_container(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_stop_container(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -108,7 +114,8 @@ impl RuntimeService for CriService {
         &self,
         request: Request<RemoveContainerRequest>,
     ) -> Result<Response<RemoveContainerResponse>, Status> {
-        self.serve_remove_container(request.into_inner())
+        let service = self.clone();
+        to_completion(async move { service.serve_remove_container(request.into_inner()).await })
             .await
             .map(Response::new)
     }
@@ -144,9 +151,14 @@ impl RuntimeService for CriService {
         &self,
         request: Request<UpdateContainerResourcesRequest>,
     ) -> Result<Response<UpdateContainerResourcesResponse>, Status> {
-        self.serve_update_container_resources(request.into_inner())
-            .await
-            .map(Response::new)
+        let service = self.clone();
+        to_completion(async move {
+            service
+                .serve_update_container_resources(request.into_inner())
+                .await
+        })
+        .await
+        .map(Response::new)
     }
 
     async fn reopen_container_log(
