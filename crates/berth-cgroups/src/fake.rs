@@ -234,6 +234,20 @@ impl CgroupManager for FakeManager {
         Ok(())
     }
 
+    fn kill(&self, path: &str) -> Result<(), CgroupError> {
+        self.injected("kill", path)?;
+        let rel = relative_non_root(path)?;
+        let path = normalized(&rel);
+        let mut state = self.lock();
+        for (cgroup, pids) in state.procs.iter_mut() {
+            if is_in_subtree(cgroup, &path) {
+                pids.clear();
+            }
+        }
+        state.calls.push(format!("kill {path}"));
+        Ok(())
+    }
+
     fn remove_if_empty(&self, path: &str) -> Result<bool, CgroupError> {
         let rel = relative(path)?;
         if rel.is_empty() {

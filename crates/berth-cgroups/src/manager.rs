@@ -114,6 +114,13 @@ pub trait CgroupManager: Send + Sync {
     /// does not exist (in some or all hierarchies) is not an error.
     fn remove(&self, path: &str) -> Result<(), CgroupError>;
 
+    /// Kills every process in `path` and its descendants and waits until
+    /// none is left: how a container whose shim is gone is stopped, and
+    /// what recovery does to the cgroups of half-made pods and containers.
+    /// A missing cgroup has nothing to kill. Fails with
+    /// [`CgroupError::Busy`] if processes remain after several seconds.
+    fn kill(&self, path: &str) -> Result<(), CgroupError>;
+
     /// Removes `path` only if it exists and has neither processes nor child
     /// cgroups in any hierarchy; returns whether it was removed. Never touches
     /// other cgroups, so it is safe on parents shared with others.
@@ -415,6 +422,27 @@ impl CgroupManager for CgroupfsManager {
         Ok(())
     }
 
+    fn kill(&self, path: &str) -> Result<(), CgroupError> {
+        let rel = relative_non_root(path)?;
+        let mut pids = self.subtree_pids(path)?;
+        for _ in 0..KILL_ROUNDS {
+            if pids.is_empty() {
+                return Ok(());
+            }
+            let dirs: Vec<PathBuf> = self.dirs(&rel).into_iter().filter(|d| d.is_dir()).collect();
+            kill_round(&dirs, &pids);
+            std::thread::sleep(KILL_POLL);
+            pids = self.subtree_pids(path)?;
+        }
+        if pids.is_empty() {
+            return Ok(());
+        }
+        Err(CgroupError::Busy {
+            path: path.to_string(),
+            pids,
+        })
+    }
+
     fn remove_if_empty(&self, path: &str) -> Result<bool, CgroupError> {
         let rel = relative(path)?;
         if rel.is_empty() {
@@ -473,6 +501,45 @@ impl CgroupManager for CgroupfsManager {
 
     fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
         self.update_files(path, update)
+    }
+}
+
+/// How often [`CgroupManager::kill`] looks again, and how many times
+/// (5 s in all): SIGKILL takes effect at once, but a process in
+/// uninterruptible sleep (a hung NFS read) leaves only when it wakes.
+const KILL_POLL: Duration = Duration::from_millis(10);
+const KILL_ROUNDS: u32 = 500;
+
+/// One round of killing what is in `dirs` (every hierarchy's dir of one
+/// cgroup): `cgroup.kill` where the kernel has it (v2, 5.14+) kills the
+/// whole subtree, forks included; elsewhere the cgroup is frozen so that
+/// nothing forks between reading `pids` and killing them, then thawed so
+/// the kills take effect.
+fn kill_round(dirs: &[PathBuf], pids: &[i32]) {
+    for dir in dirs {
+        let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+    }
+    set_frozen(dirs, true);
+    for pid in pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    set_frozen(dirs, false);
+}
+
+/// Freezes or thaws a cgroup through v1's freezer or v2's `cgroup.freeze`,
+/// where present.
+fn set_frozen(dirs: &[PathBuf], frozen: bool) {
+    for dir in dirs {
+        let (v1, v2) = if frozen {
+            ("FROZEN", "1")
+        } else {
+            ("THAWED", "0")
+        };
+        let _ = std::fs::write(dir.join("freezer.state"), v1);
+        let _ = std::fs::write(dir.join("cgroup.freeze"), v2);
     }
 }
 

@@ -379,6 +379,12 @@ impl CgroupManager for SystemdManager {
         self.stop(path, &unit)
     }
 
+    fn kill(&self, path: &str) -> Result<(), CgroupError> {
+        // systemd's KillUnit would also do, but only for a unit it knows:
+        // the files reach a scope whose unit is already gone as well.
+        self.fs.kill(path)
+    }
+
     fn remove_if_empty(&self, path: &str) -> Result<bool, CgroupError> {
         if !self.fs.exists(path) {
             return Ok(false);

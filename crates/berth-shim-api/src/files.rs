@@ -85,6 +85,7 @@ mod tests {
             exit_code: 3,
             exited_at: "2016-10-06T00:17:09.669794202Z".into(),
             oom_killed: false,
+            unknown: false,
         };
         berth_atomic_file::write_json_atomic(&files.exit(), &rec, 0o644).expect("write");
         let back: ExitRecord =

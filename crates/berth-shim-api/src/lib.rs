@@ -15,3 +15,4 @@ pub mod client;
 pub mod files;
 pub mod protocol;
 pub mod pty;
+pub mod timestamp;

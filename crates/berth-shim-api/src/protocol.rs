@@ -206,6 +206,10 @@ pub struct StateInfo {
     pub exit_code: Option<i32>,
     pub exited_at: Option<String>,
     pub oom_killed: bool,
+    /// The shim was gone and berthd killed the container through its
+    /// cgroup: how it ended is not known (reason "Unknown", code 255).
+    #[serde(default)]
+    pub unknown: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +247,9 @@ pub struct ExitRecord {
     pub exit_code: i32,
     pub exited_at: String,
     pub oom_killed: bool,
+    /// Written by berthd for a container whose shim was gone.
+    #[serde(default)]
+    pub unknown: bool,
 }
 
 mod base64_bytes {
@@ -383,6 +390,7 @@ mod tests {
             exit_code: Some(3),
             exited_at: Some("t2".into()),
             oom_killed: false,
+            unknown: false,
         });
         assert_eq!(
             serde_json::to_value(&state).expect("json"),
@@ -431,6 +439,7 @@ mod tests {
             exit_code: 137,
             exited_at: "2016-10-06T00:17:09.669794202Z".into(),
             oom_killed: true,
+            unknown: false,
         };
         let text = serde_json::to_string(&e).expect("json");
         assert_eq!(

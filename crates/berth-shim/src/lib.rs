@@ -27,7 +27,8 @@ pub mod server;
 pub mod session;
 pub mod setup;
 pub mod signal;
-pub mod timestamp;
+// The exit file's timestamps are written by berthd too.
+pub use berth_shim_api::timestamp;
 
 use crate::cli::Args;
 use crate::server::{error_chain, Server};

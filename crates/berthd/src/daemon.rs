@@ -246,6 +246,8 @@ pub async fn run(
     let config = &context.config;
     // Directories of containers removed just before a crash or restart.
     crate::container::trash::purge_leftovers(&[&config.root_dir, &config.state_dir]);
+    // Creates a kill cut short, before anything new can start.
+    crate::recovery::recover(&context.sandboxes, &context.containers).await;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         config = %source,

@@ -119,6 +119,13 @@ impl PodNamespaces for FakeNamespaces {
         self.cgroups.exit_process(infra.pid);
     }
 
+    async fn kill_unrecorded(&self, ns_dir: &Path, _infra_root: &Path) {
+        self.journal.write(format!(
+            "kill unrecorded pinns and infra of {}",
+            name_of(ns_dir)
+        ));
+    }
+
     fn mount_shm(&self, path: &Path, _size: &str) -> Result<(), SandboxError> {
         if self.journal.step("mount shm") {
             return Err(SandboxError::ShmMount {
@@ -227,6 +234,8 @@ impl RootfsMounts for FakeMounts {
 pub struct FakeShims {
     pub journal: Arc<Journal>,
     states: Mutex<HashMap<PathBuf, StateInfo>>,
+    /// Exit files berthd wrote for shims that were gone.
+    exits: Mutex<HashMap<PathBuf, StateInfo>>,
     next_pid: AtomicI32,
 }
 
@@ -235,6 +244,7 @@ impl FakeShims {
         Self {
             journal,
             states: Mutex::new(HashMap::new()),
+            exits: Mutex::new(HashMap::new()),
             next_pid: AtomicI32::new(1000),
         }
     }
@@ -269,6 +279,7 @@ impl Shims for FakeShims {
             exit_code: None,
             exited_at: None,
             oom_killed: false,
+            unknown: false,
         };
         lock(&self.states).insert(launch.dir.to_path_buf(), state);
         Ok(pid)
@@ -306,6 +317,33 @@ impl Shims for FakeShims {
     }
 
     async fn state(&self, dir: &Path) -> Option<StateInfo> {
-        lock(&self.states).get(dir).cloned()
+        let live = lock(&self.states).get(dir).cloned();
+        live.or_else(|| lock(&self.exits).get(dir).cloned())
+    }
+
+    fn is_alive(&self, dir: &Path) -> bool {
+        lock(&self.states).contains_key(dir)
+    }
+
+    async fn kill_unrecorded(&self, dir: &Path) {
+        self.journal.write("kill unrecorded shim");
+        lock(&self.states).remove(dir);
+    }
+
+    fn record_unknown_exit(&self, dir: &Path) -> io::Result<()> {
+        self.journal.write("record unknown exit");
+        let state = StateInfo {
+            id: String::new(),
+            status: RunState::Stopped,
+            pid: 0,
+            created_at: String::new(),
+            started_at: None,
+            exit_code: Some(255),
+            exited_at: None,
+            oom_killed: false,
+            unknown: true,
+        };
+        lock(&self.exits).insert(dir.to_path_buf(), state);
+        Ok(())
     }
 }

@@ -20,6 +20,8 @@ pub mod logging;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;
+pub mod procs;
+pub mod recovery;
 pub mod root_lock;
 pub mod sandbox;
 pub mod server;

@@ -19,6 +19,18 @@ pub trait Record: Serialize + DeserializeOwned + Send + 'static {
     fn id(&self) -> &str;
     /// The name reserved while the record exists.
     fn name_key(&self) -> &str;
+    /// The format the record was written in.
+    fn format(&self) -> u32;
+}
+
+/// The format of the records this berthd writes. Records from before
+/// formats were numbered are format 1; a record of a later format is
+/// skipped at load (a newer berthd wrote it), never misread.
+pub const RECORD_FORMAT: u32 = 1;
+
+/// The format of a record that names none.
+pub fn first_format() -> u32 {
+    1
 }
 
 /// Errors of the store's own files.
@@ -74,6 +86,16 @@ impl<R: Record> RecordStore<R> {
                 .and_then(|bytes| {
                     serde_json::from_slice::<R>(&bytes).map_err(|err| err.to_string())
                 });
+            let record = record.and_then(|record| {
+                if record.format() > RECORD_FORMAT {
+                    Err(format!(
+                        "format {} is newer than this berthd's {RECORD_FORMAT}",
+                        record.format()
+                    ))
+                } else {
+                    Ok(record)
+                }
+            });
             match record {
                 Ok(record) => {
                     lock(&store.names)
@@ -89,6 +111,25 @@ impl<R: Record> RecordStore<R> {
             }
         }
         Ok(store)
+    }
+
+    /// The ids of directories under the store's dir that hold no record
+    /// file: creates that never finished, removals cut short. A record that
+    /// exists but did not load is not among them: it is reported at load
+    /// and its objects are left alone. Read at start-up, before any create
+    /// can be under way.
+    pub fn unrecorded(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+            .filter(|entry| !entry.path().join(R::FILE).exists())
+            .filter_map(|entry| entry.file_name().to_str().map(str::to_string))
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// The directory for a record's files.

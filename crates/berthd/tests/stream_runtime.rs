@@ -199,6 +199,7 @@ impl Runtime {
             ..Default::default()
         };
         let record = ContainerRecord {
+            format: 1,
             id: id.clone(),
             name_key: id.clone(),
             sandbox_id: String::new(),
@@ -660,6 +661,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
     });
     let (netns, port) = ns_rx.recv().expect("netns");
     let pod = |id: &str, namespaces: HashMap<String, PathBuf>, mode: NamespaceMode| SandboxRecord {
+        format: 1,
         id: id.into(),
         name_key: id.into(),
         created_at: 0,

@@ -75,6 +75,7 @@ impl Server {
             exit_code: ex.code,
             exited_at: ex.at.clone(),
             oom_killed,
+            unknown: false,
         };
         if let Err(err) = write_json_atomic(&self.cfg.files.exit(), &record, 0o644) {
             tracing::error!(%err, "cannot write the exit file");

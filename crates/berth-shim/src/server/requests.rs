@@ -31,6 +31,7 @@ impl Server {
             exit_code: rec.map(|r| r.exit_code),
             exited_at: rec.map(|r| r.exited_at.clone()),
             oom_killed: rec.is_some_and(|r| r.oom_killed),
+            unknown: false,
         }
     }
 

@@ -16,6 +16,7 @@ use super::store::ContainerRecord;
 use super::{cgroup_view, shim_log, ContainerError, ContainerManager};
 use crate::clock::now_nanos;
 use crate::ids::new_id;
+use crate::recovery::intent::{self, ContainerIntent};
 use crate::sandbox::store::SandboxRecord;
 use crate::sandbox::SandboxError;
 
@@ -140,10 +141,13 @@ impl ContainerManager {
         c: &Creation<'_>,
         undo: &mut Undo,
     ) -> Result<ContainerRecord, ContainerError> {
-        let dirs = self.make_dirs(c.id, undo)?;
+        let location =
+            berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
+                .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
+        let dirs = self.make_dirs(c.id, &location.path, undo)?;
         let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
-        let spec = self.write_spec(c, &dirs, &rootfs, target_pid)?;
+        let spec = self.write_spec(c, &dirs, &rootfs, &location, target_pid)?;
         undo.shim_dir = Some(dirs.shim.clone());
         let pid = self
             .shims
@@ -161,6 +165,7 @@ impl ContainerManager {
             })
             .await?;
         let record = ContainerRecord {
+            format: crate::state_store::RECORD_FORMAT,
             id: c.id.to_string(),
             name_key: c.name_key.to_string(),
             sandbox_id: c.sandbox.id.clone(),
@@ -181,8 +186,11 @@ impl ContainerManager {
         Ok(record)
     }
 
-    /// The bundle, the layer dir (upper and work) and the shim's dir.
-    fn make_dirs(&self, id: &str, undo: &mut Undo) -> Result<Dirs, ContainerError> {
+    /// The bundle, the layer dir (upper and work) and the shim's dir. The
+    /// bundle comes first, with the intent naming everything the create
+    /// may make (`cgroup` included), before any of it is made: recovery
+    /// finds half-made containers by it.
+    fn make_dirs(&self, id: &str, cgroup: &str, undo: &mut Undo) -> Result<Dirs, ContainerError> {
         let dirs = Dirs {
             bundle: self.store.record_dir(id),
             layer: self.layers_dir.join(id),
@@ -190,11 +198,26 @@ impl ContainerManager {
             // named by a 12-digit prefix of the (random) id, in a short path.
             shim: self.shims_dir.join(&id[..12.min(id.len())]),
         };
-        for dir in [&dirs.bundle, &dirs.layer, &self.shims_dir] {
+        std::fs::create_dir_all(&dirs.bundle)
+            .map_err(|err| ContainerError::io("container dir", err))?;
+        undo.dirs = vec![dirs.bundle.clone()];
+        intent::write(
+            &dirs.bundle,
+            &ContainerIntent {
+                format: intent::FORMAT,
+                id: id.to_string(),
+                bundle: dirs.bundle.clone(),
+                layer_dir: dirs.layer.clone(),
+                shim_dir: dirs.shim.clone(),
+                cgroup_path: cgroup.to_string(),
+            },
+        )?;
+        for dir in [&dirs.layer, &self.shims_dir] {
             std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("container dir", err))?;
         }
+        undo.dirs.push(dirs.layer.clone());
         std::fs::create_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
-        undo.dirs = vec![dirs.bundle.clone(), dirs.layer.clone(), dirs.shim.clone()];
+        undo.dirs.push(dirs.shim.clone());
         Ok(dirs)
     }
 
@@ -224,14 +247,12 @@ impl ContainerManager {
         c: &Creation<'_>,
         dirs: &Dirs,
         rootfs: &RootfsPaths,
+        location: &berth_cgroups::CgroupLocation,
         target_pid: Option<u32>,
     ) -> Result<SpecOutcome, ContainerError> {
         let image_config = self.image_config(c.image)?;
         let image_view = ImageConfigView::from(&image_config);
-        let location =
-            berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
-                .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
-        let cgroups_path = self.oci_cgroups_path(&location);
+        let cgroups_path = self.oci_cgroups_path(location);
         let hierarchy_dirs = self
             .cgroups
             .hierarchy_dirs(&location.path)
@@ -264,7 +285,7 @@ impl ContainerManager {
         }
         Ok(SpecOutcome {
             cgroups_path,
-            cgroup_path: location.path,
+            cgroup_path: location.path.clone(),
             log_path,
             stop_signal: berth_spec::stop_signal(c.config, &image_view)
                 .unwrap_or(Signal::SIGTERM as i32),

@@ -80,6 +80,8 @@ pub enum ContainerError {
     Io { what: String, source: io::Error },
     #[error(transparent)]
     State(#[from] StateError),
+    #[error(transparent)]
+    Intent(#[from] crate::recovery::intent::IntentError),
     #[error("{what}: {source}")]
     Task {
         what: &'static str,

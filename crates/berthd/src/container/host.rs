@@ -34,6 +34,15 @@ pub trait Shims: Send + Sync {
     async fn call(&self, dir: &Path, request: Request, extra: Duration) -> io::Result<Response>;
     /// The container's state: from the live shim, else from its exit file.
     async fn state(&self, dir: &Path) -> Option<StateInfo>;
+    /// Whether a shim process serves `dir`, answering or not.
+    fn is_alive(&self, dir: &Path) -> bool;
+    /// Kills the shim of `dir` that no record names (its berthd died
+    /// before writing the record), found by its arguments. Its container's
+    /// processes are left to its cgroup.
+    async fn kill_unrecorded(&self, dir: &Path);
+    /// Writes the exit file of a container whose shim is gone and whose
+    /// processes berthd killed: exit code 255, reason unknown.
+    fn record_unknown_exit(&self, dir: &Path) -> io::Result<()>;
 }
 
 /// The real overlay mounts.
@@ -64,5 +73,17 @@ impl Shims for ShimProcesses {
 
     async fn state(&self, dir: &Path) -> Option<StateInfo> {
         shim::state(dir).await
+    }
+
+    fn is_alive(&self, dir: &Path) -> bool {
+        !crate::procs::with_argument("berth-shim", "--dir", dir).is_empty()
+    }
+
+    async fn kill_unrecorded(&self, dir: &Path) {
+        crate::procs::kill_and_wait(&crate::procs::with_argument("berth-shim", "--dir", dir)).await;
+    }
+
+    fn record_unknown_exit(&self, dir: &Path) -> io::Result<()> {
+        shim::record_unknown_exit(dir)
     }
 }

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use berth_cgroups::CgroupManager;
 use berth_image::store::{ImageRecord, ImageStore, LayerRecord};
 use cri_api::v1::{
     ContainerConfig, ContainerMetadata, ImageSpec, LinuxContainerConfig,
@@ -376,4 +377,85 @@ async fn a_container_needs_its_pod_and_image() {
     );
     assert!(f.journal.entries().is_empty());
     assert_no_trace(&f, "missing");
+}
+
+#[tokio::test]
+async fn recovery_undoes_a_create_that_left_no_record() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let kept = f
+        .manager
+        .create(&pod_id, container("kept"), None)
+        .await
+        .expect("create");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    // Killed just before the record was written: everything but it.
+    std::fs::remove_file(f.manager.store.record_dir(&id).join("container.json")).expect("rm");
+    f.manager.store.remove(&id);
+    f.journal.clear();
+    assert_eq!(f.manager.recover().await, (1, 0));
+    assert_eq!(
+        f.journal.entries(),
+        ["kill unrecorded shim", "unmount rootfs"]
+    );
+    assert_eq!(f.manager.recover().await, (0, 0), "recovery is idempotent");
+    let record = f.manager.get(&kept).await.expect("kept");
+    assert!(record.bundle.join("container.json").exists());
+    assert!(record.shim_dir.exists() && record.layer_dir.exists());
+    f.manager.remove(&kept).await.expect("remove");
+    assert_no_trace(&f, "recovered");
+}
+
+#[tokio::test]
+async fn recovery_sweeps_what_a_removal_cut_short_left() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    let record = f.manager.get(&id).await.expect("record");
+    // The bundle (with the record) went to the trash; the rest did not.
+    std::fs::remove_dir_all(&record.bundle).expect("rm");
+    f.manager.store.remove(&id);
+    std::fs::create_dir_all(f.dir.path().join("state/runtime").join(&id)).expect("state");
+    assert_eq!(f.manager.recover().await, (0, 3));
+    assert_no_trace(&f, "swept");
+}
+
+#[tokio::test]
+async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgroup() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    f.pods.cgroups.create(record.cgroup_dir()).expect("cgroup");
+    f.pods.cgroups.put_process(record.cgroup_dir(), 4711);
+    // The shim dies (kill -9, OOM killer): its container runs on.
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    assert!(f.manager.state(&record).await.is_none());
+    f.journal.clear();
+    f.manager.stop(&id, 30).await.expect("stop");
+    assert_eq!(f.journal.entries(), ["record unknown exit"]);
+    assert!(f
+        .pods
+        .cgroups
+        .pids(record.cgroup_dir())
+        .expect("pids")
+        .is_empty());
+    let state = f.manager.state(&record).await.expect("an exit is known");
+    assert_eq!((state.exit_code, state.unknown), (Some(255), true));
+    f.manager.remove(&id).await.expect("remove");
+    assert!(!f.pods.cgroups.exists(record.cgroup_dir()));
+    assert_no_trace(&f, "shim gone");
 }

@@ -9,6 +9,7 @@ mod exec_sync;
 pub mod host;
 #[cfg(test)]
 mod lifecycle_tests;
+mod recover;
 mod remove;
 mod reopen_log;
 pub mod resources;

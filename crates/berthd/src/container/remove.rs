@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use berth_shim_api::protocol::Request;
+use berth_shim_api::protocol::{Request, Response};
 
 use super::rootfs::RootfsPaths;
+use super::store::ContainerRecord;
 use super::{trash, ContainerError, ContainerManager};
 
 impl ContainerManager {
@@ -20,10 +21,13 @@ impl ContainerManager {
         if !self.store.contains(&record.id) {
             return Ok(());
         }
-        let _ = self
+        let shutdown = self
             .shims
             .call(&record.shim_dir, Request::Shutdown, Duration::ZERO)
             .await;
+        if !matches!(shutdown, Ok(Response::Ok)) {
+            self.delete_without_shim(&record).await?;
+        }
         self.mounts
             .unmount(&RootfsPaths::new(&record.layer_dir, &record.bundle))?;
         let mut trashed = Vec::new();
@@ -43,5 +47,29 @@ impl ContainerManager {
         self.store.remove(&record.id);
         self.store.release_name(&record.name_key, &record.id);
         Ok(())
+    }
+
+    /// What the shim's delete would have removed, for a container whose
+    /// shim is gone or refused: the shim if it still runs, the cgroup
+    /// (killed first; under systemd its scope) and libcontainer's state.
+    async fn delete_without_shim(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        self.shims.kill_unrecorded(&record.shim_dir).await;
+        self.kill_cgroup(record).await?;
+        let cgroups = self.sandboxes.cgroups.clone();
+        let path = record.cgroup_dir().to_string();
+        tokio::task::spawn_blocking(move || cgroups.remove(&path))
+            .await
+            .map_err(|err| ContainerError::Task {
+                what: "removing a cgroup",
+                source: err,
+            })?
+            .map_err(|err| ContainerError::Cgroup(Box::new(err)))?;
+        match std::fs::remove_dir_all(self.runtime_root.join(&record.id)) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(ContainerError::io(
+                "removing the container's runtime state",
+                err,
+            )),
+            _ => Ok(()),
+        }
     }
 }

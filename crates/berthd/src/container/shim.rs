@@ -166,5 +166,23 @@ fn exit_state(dir: &Path) -> Option<StateInfo> {
         exit_code: Some(exit.exit_code),
         exited_at: Some(exit.exited_at),
         oom_killed: exit.oom_killed,
+        unknown: exit.unknown,
     })
+}
+
+/// Exit code of a container whose end was not seen, as containerd reports.
+pub const UNKNOWN_EXIT_CODE: i32 = 255;
+
+/// Writes the exit file of a container whose shim is gone, once berthd
+/// killed its processes: from then on it is exited, with code 255 and
+/// reason unknown, as containerd reports such a container.
+pub fn record_unknown_exit(dir: &Path) -> std::io::Result<()> {
+    let record = ExitRecord {
+        exit_code: UNKNOWN_EXIT_CODE,
+        exited_at: berth_shim_api::timestamp::now(),
+        oom_killed: false,
+        unknown: true,
+    };
+    let bytes = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+    berth_atomic_file::write_atomic(&ShimFiles::new(dir.to_path_buf()).exit(), &bytes, 0o644)
 }

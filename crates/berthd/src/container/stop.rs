@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use berth_shim_api::protocol::{Request, SignalArg};
+use berth_shim_api::protocol::{Request, RunState, SignalArg};
 use nix::sys::signal::Signal;
 
 use super::store::ContainerRecord;
@@ -10,14 +10,17 @@ use super::{ContainerError, ContainerManager};
 
 impl ContainerManager {
     /// StopContainer: the stop signal, then SIGKILL after `timeout`
-    /// seconds. Stopped or unknown is success.
+    /// seconds. Stopped or unknown is success; a container whose shim is
+    /// gone is killed through its cgroup.
     pub async fn stop(&self, id: &str, timeout: i64) -> Result<(), ContainerError> {
         let Some(handle) = self.find(id)? else {
             return Ok(());
         };
         let record = handle.lock().await.clone();
-        if !self.is_running(&record).await {
-            return Ok(());
+        match self.shims.state(&record.shim_dir).await {
+            Some(state) if state.status == RunState::Running => {}
+            Some(_) => return Ok(()),
+            None => return self.stop_without_shim(&record).await,
         }
         if timeout > 0 {
             let _ = self
@@ -54,6 +57,39 @@ impl ContainerManager {
         } else {
             Err(ContainerError::DidNotStop { id: record.id })
         }
+    }
+
+    /// A container whose shim is gone (killed, OOM-killed) while it was
+    /// created or running: nothing can signal it but its cgroup. Its
+    /// processes are killed there, and its end recorded as unknown, as
+    /// containerd does (exit code 255). Success only once none is left.
+    async fn stop_without_shim(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        if self.shims.is_alive(&record.shim_dir) {
+            // Alive but not answering: it may still report the real exit.
+            return Err(ContainerError::ShimUnreachable {
+                id: record.id.clone(),
+                source: std::io::Error::other("the shim runs but does not answer"),
+            });
+        }
+        tracing::warn!(container = %record.id, "its shim is gone: killing it through its cgroup");
+        self.kill_cgroup(record).await?;
+        self.shims
+            .record_unknown_exit(&record.shim_dir)
+            .map_err(|err| ContainerError::io("recording an unknown exit", err))
+    }
+
+    /// Kills every process in the container's cgroup, waiting until none
+    /// is left.
+    pub(super) async fn kill_cgroup(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        let cgroups = self.sandboxes.cgroups.clone();
+        let path = record.cgroup_dir().to_string();
+        tokio::task::spawn_blocking(move || cgroups.kill(&path))
+            .await
+            .map_err(|err| ContainerError::Task {
+                what: "killing a cgroup",
+                source: err,
+            })?
+            .map_err(|err| ContainerError::Cgroup(Box::new(err)))
     }
 
     /// Polls the shim until the container is no longer running. The interval

@@ -11,6 +11,9 @@ use crate::state_store::{Record, RecordStore};
 /// exited, exit code) comes from its shim and the shim's exit file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerRecord {
+    /// The record's format ([`crate::state_store::RECORD_FORMAT`]).
+    #[serde(default = "crate::state_store::first_format")]
+    pub format: u32,
     pub id: String,
     /// `name_sandboxname_sandboxnamespace_sandboxuid_attempt`.
     pub name_key: String,
@@ -62,6 +65,10 @@ impl Record for ContainerRecord {
 
     fn name_key(&self) -> &str {
         &self.name_key
+    }
+
+    fn format(&self) -> u32 {
+        self.format
     }
 }
 

@@ -82,6 +82,8 @@ pub enum SandboxError {
     Io { what: String, source: io::Error },
     #[error(transparent)]
     State(#[from] StateError),
+    #[error(transparent)]
+    Intent(#[from] crate::recovery::intent::IntentError),
 }
 
 impl SandboxError {

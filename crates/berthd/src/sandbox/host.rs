@@ -28,6 +28,10 @@ pub trait PodNamespaces: Send + Sync {
     fn clamp_oom_score_adj(&self, pid: i32, wanted: i32);
     /// Kills the infra process and waits for it to be gone.
     async fn kill_and_wait(&self, infra: &InfraProcess);
+    /// Kills what a run that was never recorded may have left running: a
+    /// berth-pinns still at work on `ns_dir`, and an infra process
+    /// chrooted into `infra_root`.
+    async fn kill_unrecorded(&self, ns_dir: &Path, infra_root: &Path);
     /// Mounts the pod's /dev/shm at `path`.
     fn mount_shm(&self, path: &Path, size: &str) -> Result<(), SandboxError>;
     /// Unmounts a pin or mount and removes its mount point; gone is fine.
@@ -75,6 +79,13 @@ impl PodNamespaces for Pinns {
 
     async fn kill_and_wait(&self, infra: &InfraProcess) {
         process::kill_and_wait(infra).await
+    }
+
+    async fn kill_unrecorded(&self, ns_dir: &Path, infra_root: &Path) {
+        // berth-pinns first: it may still fork the infra process.
+        let pinns = crate::procs::with_argument("berth-pinns", "--dir", ns_dir);
+        crate::procs::kill_and_wait(&pinns).await;
+        crate::procs::kill_and_wait(&crate::procs::rooted_at(infra_root)).await;
     }
 
     fn mount_shm(&self, path: &Path, size: &str) -> Result<(), SandboxError> {

@@ -291,3 +291,76 @@ async fn an_unconfigured_runtime_handler_is_refused_before_anything_is_made() {
     assert!(f.journal.entries().is_empty());
     assert_no_trace(&f, "handler");
 }
+
+/// What a berthd killed just before a run's record was written leaves:
+/// everything but the record.
+async fn crash_before_record(f: &Fixture, name: &str) -> String {
+    let id = f.manager.run(pod(name), "").await.expect("run");
+    std::fs::remove_file(
+        f.dir
+            .path()
+            .join("sandboxes")
+            .join(&id)
+            .join("sandbox.json"),
+    )
+    .expect("remove record");
+    f.manager.store.remove(&id);
+    f.journal.clear();
+    id
+}
+
+#[tokio::test]
+async fn recovery_undoes_a_run_that_left_no_record() {
+    let f = fixture();
+    let id = crash_before_record(&f, "web").await;
+    // Another pod, recorded, must be left alone.
+    let kept = f.manager.run(pod("db"), "").await.expect("run");
+    f.journal.clear();
+    assert_eq!(f.manager.recover().await, (1, 0));
+    f.manager.remove_unused_parents();
+    let mut entries = f.journal.entries();
+    // Pins are released in directory order.
+    entries[3..].sort();
+    assert_eq!(
+        entries,
+        [
+            format!("kill unrecorded pinns and infra of {id}"),
+            "cni del".to_string(),
+            "unmount shm".to_string(),
+            "unmount ipc".to_string(),
+            "unmount net".to_string(),
+            "unmount pid".to_string(),
+            "unmount uts".to_string(),
+        ]
+    );
+    assert!(
+        f.cgroups
+            .calls()
+            .iter()
+            .any(|call| call.starts_with("kill ") && call.ends_with(&id)),
+        "{:?}",
+        f.cgroups.calls()
+    );
+    assert!(f
+        .manager
+        .store
+        .record_dir(&kept)
+        .join("sandbox.json")
+        .exists());
+    assert!(f
+        .cgroups
+        .exists(&f.manager.get(&kept).expect("kept").lock().await.cgroup_path));
+    f.manager.remove(&kept).await.expect("remove");
+    assert_no_trace(&f, "recovered");
+}
+
+#[tokio::test]
+async fn recovery_releases_pins_no_record_names_and_is_idempotent() {
+    let f = fixture();
+    let id = crash_before_record(&f, "web").await;
+    // A removal cut short after the sandbox dir went: only pins are left.
+    std::fs::remove_dir_all(f.dir.path().join("sandboxes").join(&id)).expect("rm");
+    assert_eq!(f.manager.recover().await, (0, 1));
+    assert_eq!(f.manager.recover().await, (0, 0));
+    assert_eq!(entries(&f.dir.path().join("ns")), Vec::<String>::new());
+}

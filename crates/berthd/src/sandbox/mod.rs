@@ -9,6 +9,7 @@ pub mod host;
 pub(crate) mod lifecycle_tests;
 pub mod namespaces;
 pub mod process;
+mod recover;
 mod remove;
 mod run;
 mod stop;

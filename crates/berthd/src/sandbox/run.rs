@@ -13,6 +13,7 @@ use super::namespaces::PinRequest;
 use super::store::{SandboxRecord, SandboxState};
 use super::{namespaces, store, SandboxError, SandboxManager};
 use crate::clock::now_nanos;
+use crate::recovery::intent::{self, SandboxIntent};
 
 /// kubelet gives sandboxes this oom_score_adj (containerd's value); it is
 /// clamped to what berthd itself has, as the host may not allow lower.
@@ -129,8 +130,32 @@ impl SandboxManager {
     ) -> Result<SandboxRecord, SandboxError> {
         let linux = config.linux.clone().unwrap_or_default();
         let modes = Modes::of(&linux);
-        let location = self.make_cgroup(id, &linux.cgroup_parent, undo)?;
+        let location = berth_cgroups::sandbox_cgroup(
+            self.driver,
+            &linux.cgroup_parent,
+            &self.default_parent,
+            id,
+        )
+        .map_err(|err| SandboxError::CgroupParentName(Box::new(err)))?;
+        let network = if modes.network != NamespaceMode::Node {
+            Some(self.load_network()?)
+        } else {
+            None
+        };
         let (dir, ns_dir) = self.make_dirs(id, undo)?;
+        intent::write(
+            &dir,
+            &SandboxIntent {
+                format: intent::FORMAT,
+                id: id.to_string(),
+                cgroup_path: location.path.clone(),
+                dir: dir.clone(),
+                ns_dir: ns_dir.clone(),
+                network_config: network.as_ref().map(|(raw, _)| raw.clone()),
+                config: config.clone(),
+            },
+        )?;
+        self.make_cgroup(&location, undo)?;
         let hostname = pod_hostname(&config);
         let request = PinRequest {
             dir: ns_dir,
@@ -156,19 +181,24 @@ impl SandboxManager {
         } else {
             None
         };
-        let network = if modes.network != NamespaceMode::Node {
-            let netns = pinned
-                .namespaces
-                .get("net")
-                .ok_or(SandboxError::NetnsNotPinned)?;
-            Some(self.attach_network(id, &config, netns, undo).await?)
-        } else {
-            None
+        let network = match network {
+            Some(network) => {
+                let netns = pinned
+                    .namespaces
+                    .get("net")
+                    .ok_or(SandboxError::NetnsNotPinned)?;
+                Some(
+                    self.attach_network(id, &config, netns, network, undo)
+                        .await?,
+                )
+            }
+            None => None,
         };
         let ips = network.as_ref().map(|n| n.ips.clone()).unwrap_or_default();
         write_dns_files(&dir, &config, &hostname, &ips)?;
 
         let record = SandboxRecord {
+            format: crate::state_store::RECORD_FORMAT,
             id: id.to_string(),
             name_key: name_key.to_string(),
             created_at: now_nanos(),
@@ -193,14 +223,7 @@ impl SandboxManager {
     }
 
     /// The pod's parent (created if missing), then the sandbox's child.
-    fn make_cgroup(
-        &self,
-        id: &str,
-        parent: &str,
-        undo: &mut Undo,
-    ) -> Result<CgroupLocation, SandboxError> {
-        let location = berth_cgroups::sandbox_cgroup(self.driver, parent, &self.default_parent, id)
-            .map_err(|err| SandboxError::CgroupParentName(Box::new(err)))?;
+    fn make_cgroup(&self, location: &CgroupLocation, undo: &mut Undo) -> Result<(), SandboxError> {
         let _cgroups = self.lock_cgroups();
         self.parents
             .ensure(&location.parent_path)
@@ -216,10 +239,12 @@ impl SandboxManager {
                 source: Box::new(source),
             })?;
         undo.cgroup = Some(location.path.clone());
-        Ok(location)
+        Ok(())
     }
 
     /// The sandbox's dir (with the infra process's root) and its pins' dir.
+    /// The sandbox's dir comes first: the intent goes there before any
+    /// other side effect, and recovery finds half-made sandboxes by it.
     fn make_dirs(&self, id: &str, undo: &mut Undo) -> Result<(PathBuf, PathBuf), SandboxError> {
         let dir = self.store.record_dir(id);
         let ns_dir = self.ns_dir.join(id);
@@ -261,9 +286,9 @@ impl SandboxManager {
         id: &str,
         config: &PodSandboxConfig,
         netns: &Path,
+        (raw, network): (String, NetworkConfigList),
         undo: &mut Undo,
     ) -> Result<Attached, SandboxError> {
-        let (raw, network) = self.load_network()?;
         let pod = self.pod_network(id, config, netns);
         self.network
             .loopback_up(netns)

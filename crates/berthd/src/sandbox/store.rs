@@ -29,6 +29,9 @@ pub struct InfraProcess {
 /// Everything berthd keeps about one sandbox.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxRecord {
+    /// The record's format ([`crate::state_store::RECORD_FORMAT`]).
+    #[serde(default = "crate::state_store::first_format")]
+    pub format: u32,
     pub id: String,
     /// `name_namespace_uid_attempt`: reserved while the sandbox exists.
     pub name_key: String,
@@ -89,6 +92,10 @@ impl Record for SandboxRecord {
     fn name_key(&self) -> &str {
         &self.name_key
     }
+
+    fn format(&self) -> u32 {
+        self.format
+    }
 }
 
 #[cfg(test)]
@@ -97,6 +104,7 @@ mod tests {
 
     fn record(id: &str, name: &str) -> SandboxRecord {
         SandboxRecord {
+            format: 1,
             id: id.into(),
             name_key: name.into(),
             created_at: 1,

@@ -88,7 +88,9 @@ pub(super) fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> 
     let cri = cri_state(state);
     let exit_code = state.and_then(|state| state.exit_code).unwrap_or(0);
     let oom = state.is_some_and(|state| state.oom_killed);
+    let unknown = state.is_some_and(|state| state.unknown);
     let reason = match cri {
+        ContainerState::ContainerExited if unknown => "Unknown",
         ContainerState::ContainerExited if oom => "OOMKilled",
         ContainerState::ContainerExited if exit_code == 0 => "Completed",
         ContainerState::ContainerExited => "Error",
@@ -174,6 +176,7 @@ mod tests {
             exit_code: Some(code),
             exited_at: None,
             oom_killed: oom,
+            unknown: false,
         };
         assert_eq!(
             cri_state(Some(&state(0, false))),

@@ -36,6 +36,7 @@ impl From<ContainerError> for Status {
             | WriteSpec(_)
             | Io { .. }
             | State(_)
+            | Intent(_)
             | Task { .. } => Code::Internal,
         };
         code.with(&err)
@@ -72,7 +73,8 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | CniDel { .. }
         | SavedCniConfig { .. }
         | Io { .. }
-        | State(_) => Code::Internal,
+        | State(_)
+        | Intent(_) => Code::Internal,
     }
 }
 

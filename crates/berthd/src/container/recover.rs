@@ -1,0 +1,138 @@
+//! Containers at start-up (see `crate::recovery`): a container directory
+//! without a record is a create that never finished, undone from its
+//! intent; shim dirs, layer dirs and libcontainer states no record names
+//! are swept.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::rootfs::RootfsPaths;
+use super::trash::TRASH_DIR;
+use super::ContainerManager;
+use crate::recovery::intent::{self, ContainerIntent};
+
+impl ContainerManager {
+    /// Undoes unfinished creates and sweeps unnamed leftovers; returns how
+    /// many creates were undone and how many other leftovers were swept.
+    pub async fn recover(&self) -> (usize, usize) {
+        let mut undone = 0;
+        for id in self.store.unrecorded() {
+            let bundle = self.store.record_dir(&id);
+            let unmounted = match intent::read::<ContainerIntent>(&bundle) {
+                Ok(Some(intent)) if intent.id == id => self.undo_intent(&intent).await,
+                // Nothing is made before the intent is written.
+                Ok(_) => true,
+                Err(err) => {
+                    tracing::warn!(container = %id, error = %err, "recovery: left alone");
+                    continue;
+                }
+            };
+            // Never delete through a rootfs that is still mounted: that
+            // would delete the image's layers.
+            if unmounted {
+                remove_dir(&bundle);
+            }
+            undone += 1;
+        }
+        (undone, self.sweep_unnamed().await)
+    }
+
+    /// What a create may have made, in reverse: the shim and the
+    /// container's processes, its cgroup and libcontainer state, the
+    /// rootfs mount and the dirs. Returns whether the rootfs is unmounted.
+    async fn undo_intent(&self, intent: &ContainerIntent) -> bool {
+        tracing::info!(container = %intent.id, "recovery: undoing a create that never finished");
+        self.shims.kill_unrecorded(&intent.shim_dir).await;
+        self.remove_cgroup_of_unrecorded(&intent.cgroup_path);
+        remove_dir(&self.runtime_root.join(&intent.id));
+        if let Err(err) = self
+            .mounts
+            .unmount(&RootfsPaths::new(&intent.layer_dir, &intent.bundle))
+        {
+            tracing::warn!(container = %intent.id, error = %err, "recovery: unmount rootfs");
+            return false;
+        }
+        remove_dir(&intent.layer_dir);
+        remove_dir(&intent.shim_dir);
+        true
+    }
+
+    /// Kills whatever is in a container cgroup no record owns and removes
+    /// it, through the driver's manager (under systemd, a scope's unit).
+    fn remove_cgroup_of_unrecorded(&self, path: &str) {
+        let cgroups = &self.sandboxes.cgroups;
+        if path.is_empty() || !cgroups.exists(path) {
+            return;
+        }
+        if let Err(err) = cgroups.kill(path) {
+            tracing::warn!(cgroup = %path, error = %err, "recovery: kill cgroup");
+        }
+        if let Err(err) = cgroups.remove(path) {
+            tracing::warn!(cgroup = %path, error = %err, "recovery: remove cgroup");
+        }
+    }
+
+    /// Shim dirs, layer dirs and libcontainer states no record names: what
+    /// a RemoveContainer cut short had already moved out from under its
+    /// record. A shim still serving such a dir is killed first.
+    async fn sweep_unnamed(&self) -> usize {
+        let mut shim_dirs = HashSet::new();
+        for handle in self.store.all() {
+            shim_dirs.insert(handle.lock().await.shim_dir.clone());
+        }
+        // Unfinished creates are gone by now: every container dir left is
+        // a record's, loaded or not (or one recovery left alone).
+        let ids: HashSet<String> = entries(&self.store.record_dir(""))
+            .iter()
+            .filter_map(|dir| dir.file_name()?.to_str().map(str::to_string))
+            .collect();
+        let mut swept = 0;
+        // Which shim a record that did not load uses is unknown: then no
+        // shim dir is swept.
+        let all_loaded = ids.len() == shim_dirs.len();
+        for dir in entries(&self.shims_dir).into_iter().filter(|_| all_loaded) {
+            if !shim_dirs.contains(&dir) {
+                tracing::info!(dir = %dir.display(), "recovery: shim dir no container names");
+                self.shims.kill_unrecorded(&dir).await;
+                remove_dir(&dir);
+                swept += 1;
+            }
+        }
+        for base in [&self.layers_dir, &self.runtime_root] {
+            for dir in entries(base) {
+                let named = dir
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|id| ids.contains(id));
+                if !named {
+                    tracing::info!(dir = %dir.display(), "recovery: dir no container names");
+                    remove_dir(&dir);
+                    swept += 1;
+                }
+            }
+        }
+        swept
+    }
+}
+
+/// The directories in `dir`, the trash excepted (purged on its own).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+                .filter(|entry| entry.file_name() != TRASH_DIR)
+                .map(|entry| entry.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn remove_dir(dir: &Path) {
+    if let Err(err) = std::fs::remove_dir_all(dir) {
+        if err.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %err, "recovery: remove dir");
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Finding and killing processes berthd started but never recorded: a shim
+//! or berth-pinns whose berthd died before it wrote their pid down, and an
+//! infra process that berth-pinns forked for a pod that was never recorded.
+//! They are found by what berthd gave them (their arguments, their root
+//! directory), which no other process on the node has, and killed by pid
+//! after checking their start time, so a reused pid is never hit.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::sandbox::process::{identify, is_alive};
+use crate::sandbox::store::InfraProcess;
+
+/// Live processes running `binary` (the file name of argv[0]) with the
+/// argument `flag` directly followed by `value`.
+pub fn with_argument(binary: &str, flag: &str, value: &Path) -> Vec<i32> {
+    live_pids()
+        .into_iter()
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|byte| *byte == 0).collect();
+            let named = args.first().is_some_and(|arg0| {
+                Path::new(OsStr::from_bytes(arg0)).file_name() == Some(OsStr::new(binary))
+            });
+            named
+                && args.windows(2).any(|pair| {
+                    pair[0] == flag.as_bytes() && pair[1] == value.as_os_str().as_bytes()
+                })
+        })
+        .collect()
+}
+
+/// Live processes whose root directory is `root` (chrooted there).
+pub fn rooted_at(root: &Path) -> Vec<i32> {
+    live_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/root")).is_ok_and(|link| link == root)
+        })
+        .collect()
+}
+
+/// SIGKILLs each process (if it is still the one found) and waits up to
+/// 5 s for all of them to be gone.
+pub async fn kill_and_wait(pids: &[i32]) {
+    let found: Vec<InfraProcess> = pids.iter().filter_map(|pid| identify(*pid)).collect();
+    for process in &found {
+        if is_alive(process) {
+            let _ = kill(Pid::from_raw(process.pid), Signal::SIGKILL);
+        }
+    }
+    for _ in 0..500 {
+        if !found.iter().any(is_alive) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tracing::warn!(?pids, "processes still alive 5 s after SIGKILL");
+}
+
+fn live_pids() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != std::process::id() as i32)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn finds_a_process_by_its_arguments_and_kills_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("marker");
+        // A process named berth-test-proc with `--dir <marker>` among its
+        // arguments ("; true" keeps bash from exec'ing sleep in its place).
+        let mut child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg("exec -a berth-test-proc bash -c 'sleep 30; true' --dir \"$0\"")
+            .arg(&marker)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = with_argument("berth-test-proc", "--dir", &marker);
+            if !found.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(found, vec![pid]);
+        assert!(with_argument("berth-test-proc", "--dir", &dir.path().join("other")).is_empty());
+        kill_and_wait(&found).await;
+        let status = child.wait().unwrap();
+        assert!(!status.success());
+    }
+
+    #[test]
+    fn nothing_is_rooted_in_an_empty_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(rooted_at(dir.path()).is_empty());
+    }
+}
