@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod chaos;
 mod containers;
 mod debug_target;
 mod failures;

@@ -1,0 +1,499 @@
+//! berthd killed with SIGKILL at random moments while four clients churn
+//! pod lifecycles, each step retried while berthd is down, as kubelet
+//! does. Nothing a client was told exists may be lost, and once every pod
+//! is removed nothing may be left: mounts, pins, infra processes, shims,
+//! container processes, veths, IP leases, cgroups, directories.
+//!
+//! `BERTH_CHAOS_LIFECYCLES` (default 160) and `BERTH_CHAOS_SEED` change
+//! the run; the seed is printed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use berth_tests::host::{cgroup_hierarchies, cgroup_subtree, mounts_under};
+use berth_tests::pods::{container_config, pid, pod_config, Harness};
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
+use cri_api::v1::*;
+use nix::sys::signal::Signal;
+use tonic::{Code, Status};
+
+const CLIENTS: usize = 4;
+/// How long one step may keep failing for berthd being down.
+const STEP_LIMIT: Duration = Duration::from_secs(180);
+
+/// A small PRNG (xorshift64*): the run is reproducible from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn millis(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(low + self.next() % (high - low + 1))
+    }
+}
+
+/// What the clients saw.
+#[derive(Default)]
+struct Tally {
+    /// NotFound for a pod or container the client had been given.
+    lost: AtomicUsize,
+    lifecycles: AtomicUsize,
+}
+
+/// Whether a failure is berthd being down (or dying mid-call): retry.
+fn berthd_down(status: &Status) -> bool {
+    matches!(status.code(), Code::Unavailable | Code::Cancelled)
+        || (status.code() == Code::Unknown && status.message().contains("transport"))
+}
+
+/// One call, retried while berthd is down; a fresh connection each time.
+async fn retry<T, F, Fut>(socket: &Path, what: &str, call: F) -> Result<T, Status>
+where
+    F: Fn(RuntimeServiceClient<tonic::transport::Channel>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Status>>,
+{
+    let deadline = Instant::now() + STEP_LIMIT;
+    loop {
+        let attempt = async {
+            let channel = tonic::transport::Endpoint::try_from("http://[::]:50051")
+                .map_err(|err| Status::internal(err.to_string()))?
+                .connect_with_connector(tower::service_fn({
+                    let socket = socket.to_path_buf();
+                    move |_: tonic::transport::Uri| {
+                        let socket = socket.clone();
+                        async move {
+                            let stream = tokio::net::UnixStream::connect(socket).await?;
+                            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                        }
+                    }
+                }))
+                .await
+                .map_err(|err| Status::unavailable(err.to_string()))?;
+            call(RuntimeServiceClient::new(channel)).await
+        };
+        match tokio::time::timeout(Duration::from_secs(60), attempt).await {
+            Ok(Err(status)) if berthd_down(&status) => {}
+            Ok(result) => return result,
+            Err(_) => panic!("{what}: no answer within 60 s"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: berthd down for {STEP_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The id of the object a create made whose answer was lost: found by the
+/// label every object of the run carries.
+async fn create_or_find(
+    socket: &Path,
+    name: &str,
+    create: impl Fn(
+        RuntimeServiceClient<tonic::transport::Channel>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<String, Status>> + Send>,
+    >,
+    find: impl Fn(
+        RuntimeServiceClient<tonic::transport::Channel>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Option<String>, Status>> + Send>,
+    >,
+) -> String {
+    loop {
+        match retry(socket, name, &create).await {
+            Ok(id) => return id,
+            // An earlier attempt made it and was recorded; its answer died
+            // with berthd.
+            Err(status) if status.code() == Code::AlreadyExists => {
+                if let Some(id) = retry(socket, name, &find).await.expect("list") {
+                    return id;
+                }
+            }
+            Err(status) => panic!("{name}: {status:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One pod's whole life: run, create, start, stop, remove, stop, remove.
+async fn lifecycle(
+    socket: PathBuf,
+    image: String,
+    parent: String,
+    logs: PathBuf,
+    name: String,
+    tally: Arc<Tally>,
+) {
+    let mut config = pod_config(&name, &parent, &logs, NamespaceMode::Pod);
+    config.labels = HashMap::from([("chaos".to_string(), name.clone())]);
+    let pod_id = {
+        let config = config.clone();
+        let name = name.clone();
+        create_or_find(
+            &socket,
+            &format!("RunPodSandbox {name}"),
+            move |mut client| {
+                let config = config.clone();
+                Box::pin(async move {
+                    client
+                        .run_pod_sandbox(RunPodSandboxRequest {
+                            config: Some(config),
+                            runtime_handler: String::new(),
+                        })
+                        .await
+                        .map(|r| r.into_inner().pod_sandbox_id)
+                })
+            },
+            move |mut client| {
+                let name = name.clone();
+                Box::pin(async move {
+                    let filter = PodSandboxFilter {
+                        label_selector: HashMap::from([("chaos".to_string(), name)]),
+                        ..Default::default()
+                    };
+                    let items = client
+                        .list_pod_sandbox(ListPodSandboxRequest {
+                            filter: Some(filter),
+                        })
+                        .await?
+                        .into_inner()
+                        .items;
+                    Ok(items.first().map(|pod| pod.id.clone()))
+                })
+            },
+        )
+        .await
+    };
+    let lost = |status: &Status| {
+        if status.code() == Code::NotFound {
+            tally.lost.fetch_add(1, Ordering::SeqCst);
+            eprintln!("chaos: LOST {name}: {status:?}");
+        }
+    };
+    let mut container = container_config("app", &image, &["sleep", &sleep_marker()]);
+    container.labels = HashMap::from([("chaos".to_string(), name.clone())]);
+    let container_id = {
+        let (pod_id, config, container) = (pod_id.clone(), config.clone(), container.clone());
+        let (pod_for_find, name_for_find) = (pod_id.clone(), name.clone());
+        let create = move |mut client: RuntimeServiceClient<_>| {
+            let request = CreateContainerRequest {
+                pod_sandbox_id: pod_id.clone(),
+                config: Some(container.clone()),
+                sandbox_config: Some(config.clone()),
+            };
+            Box::pin(async move {
+                client
+                    .create_container(request)
+                    .await
+                    .map(|r| r.into_inner().container_id)
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
+        };
+        let find = move |mut client: RuntimeServiceClient<_>| {
+            let filter = ContainerFilter {
+                pod_sandbox_id: pod_for_find.clone(),
+                label_selector: HashMap::from([("chaos".to_string(), name_for_find.clone())]),
+                ..Default::default()
+            };
+            Box::pin(async move {
+                let items = client
+                    .list_containers(ListContainersRequest {
+                        filter: Some(filter),
+                    })
+                    .await?
+                    .into_inner()
+                    .containers;
+                Ok(items.first().map(|c| c.id.clone()))
+            }) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
+        };
+        match tokio::spawn({
+            let socket = socket.clone();
+            let name = format!("CreateContainer {name}");
+            async move { create_or_find(&socket, &name, create, find).await }
+        })
+        .await
+        {
+            Ok(id) => id,
+            Err(err) => panic!("{err}"),
+        }
+    };
+    let id = container_id.clone();
+    let started = retry(&socket, "StartContainer", |mut client| {
+        let id = id.clone();
+        async move {
+            client
+                .start_container(StartContainerRequest { container_id: id })
+                .await
+        }
+    })
+    .await;
+    if let Err(start_error) = started {
+        let status = start_error;
+        lost(&status);
+        // A retried start whose first attempt ran: the container runs.
+        let state = retry(&socket, "ContainerStatus", |mut client| {
+            let id = id.clone();
+            async move {
+                client
+                    .container_status(ContainerStatusRequest {
+                        container_id: id,
+                        verbose: false,
+                    })
+                    .await
+            }
+        })
+        .await;
+        match state {
+            Ok(status) => assert_ne!(
+                status.into_inner().status.map(|s| s.state()),
+                Some(ContainerState::ContainerCreated),
+                "{name}: start failed and the container was never started"
+            ),
+            Err(status) => lost(&status),
+        }
+    }
+    for (what, step) in [
+        ("StopContainer", 0),
+        ("RemoveContainer", 1),
+        ("StopPodSandbox", 2),
+        ("RemovePodSandbox", 3),
+    ] {
+        let (container_id, pod_id) = (container_id.clone(), pod_id.clone());
+        let result = retry(&socket, what, |mut client| {
+            let (container_id, pod_id) = (container_id.clone(), pod_id.clone());
+            async move {
+                match step {
+                    0 => client
+                        .stop_container(StopContainerRequest {
+                            container_id,
+                            timeout: 1,
+                        })
+                        .await
+                        .map(drop),
+                    1 => client
+                        .remove_container(RemoveContainerRequest { container_id })
+                        .await
+                        .map(drop),
+                    2 => client
+                        .stop_pod_sandbox(StopPodSandboxRequest {
+                            pod_sandbox_id: pod_id,
+                        })
+                        .await
+                        .map(drop),
+                    _ => client
+                        .remove_pod_sandbox(RemovePodSandboxRequest {
+                            pod_sandbox_id: pod_id,
+                        })
+                        .await
+                        .map(drop),
+                }
+            }
+        })
+        .await;
+        if let Err(status) = result {
+            lost(&status);
+            panic!("{name}: {what}: {status:?}");
+        }
+    }
+    tally.lifecycles.fetch_add(1, Ordering::SeqCst);
+}
+
+/// The argument of every container's `sleep`: names this test's processes.
+fn sleep_marker() -> String {
+    format!("7{}", pid())
+}
+
+/// What is left after every pod was removed, by kind.
+fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
+    let dir = harness.berthd.sandbox.dir.path().to_path_buf();
+    let state = harness.berthd.sandbox.state();
+    let root = harness.berthd.sandbox.root();
+    let ns = state.join("ns");
+    let processes = |binary: &str, needle: &str| {
+        let mut count = 0;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if text.contains(binary) && text.contains(needle) {
+                count += 1;
+            }
+        }
+        count
+    };
+    let dir_text = dir.display().to_string();
+    let veths = std::process::Command::new("ip")
+        .args(["-o", "link", "show", "master", &harness.bridge])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).lines().count())
+        .unwrap_or(0);
+    let leases = std::fs::read_dir(harness.ipam_dir().join(&harness.net_name))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| {
+                    entry
+                        .file_name()
+                        .to_string_lossy()
+                        .parse::<std::net::IpAddr>()
+                        .is_ok()
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    let cgroups: usize = cgroup_hierarchies()
+        .iter()
+        .map(|hierarchy| {
+            let top = hierarchy.join(harness.cgroup_root.trim_start_matches('/'));
+            cgroup_subtree(&top)
+                .into_iter()
+                .filter(|d| *d != top)
+                .count()
+        })
+        .sum();
+    let dirs: usize = [
+        state.join("sandboxes"),
+        state.join("containers"),
+        state.join("shims"),
+        state.join("runtime"),
+        ns.clone(),
+        root.join("containers"),
+    ]
+    .iter()
+    .map(|d| {
+        std::fs::read_dir(d)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name() != "trash")
+                    .count()
+            })
+            .unwrap_or(0)
+    })
+    .sum();
+    vec![
+        ("mounts", mounts_under(&dir).len()),
+        ("pins", mounts_under(&ns).len()),
+        ("infra processes", processes("berth-pinns", &dir_text)),
+        ("shims", processes("berth-shim", &dir_text)),
+        ("container processes", processes("sleep", &sleep_marker())),
+        ("veths", veths),
+        ("IP leases", leases),
+        ("cgroups", cgroups),
+        ("directories", dirs),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_is_lost_or_leaked_when_berthd_is_killed_at_random() {
+    let lifecycles: usize = std::env::var("BERTH_CHAOS_LIFECYCLES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(160);
+    let seed: u64 = std::env::var("BERTH_CHAOS_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64 | 1)
+                .unwrap_or(1)
+        });
+    eprintln!("chaos: seed {seed}, {lifecycles} lifecycles from {CLIENTS} clients");
+    let mut rng = Rng(seed);
+    let mut harness = Harness::start().await;
+    let socket = harness.berthd.sandbox.socket();
+    let tally = Arc::new(Tally::default());
+    let mut clients = Vec::new();
+    for client in 0..CLIENTS {
+        let (socket, image, tally) = (socket.clone(), harness.image.clone(), tally.clone());
+        let parents: Vec<(String, PathBuf)> = (0..lifecycles / CLIENTS)
+            .map(|n| {
+                let name = format!("chaos-{client}-{n}");
+                (harness.parent(&name), harness.log_dir(&name))
+            })
+            .collect();
+        clients.push(tokio::spawn(async move {
+            for (n, (parent, logs)) in parents.into_iter().enumerate() {
+                let name = format!("chaos-{client}-{n}");
+                lifecycle(
+                    socket.clone(),
+                    image.clone(),
+                    parent,
+                    logs,
+                    name,
+                    tally.clone(),
+                )
+                .await;
+            }
+        }));
+    }
+    let mut kills = 0;
+    while !clients.iter().all(|client| client.is_finished()) {
+        tokio::time::sleep(rng.millis(200, 1500)).await;
+        if clients.iter().all(|client| client.is_finished()) {
+            break;
+        }
+        tokio::task::block_in_place(|| {
+            harness
+                .berthd
+                .restart_on_same_dirs(Signal::SIGKILL, Duration::ZERO)
+        });
+        kills += 1;
+    }
+    for client in clients {
+        if let Err(err) = client.await {
+            panic!(
+                "a client failed: {err}\nberthd log:\n{}",
+                berth_tests::host::log_tail(&harness.berthd)
+            );
+        }
+    }
+    // Whatever is still listed goes, as an operator would remove it.
+    let mut client = harness.berthd.runtime_client().await;
+    let pods = client
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .items;
+    for pod in &pods {
+        client
+            .remove_pod_sandbox(RemovePodSandboxRequest {
+                pod_sandbox_id: pod.id.clone(),
+            })
+            .await
+            .expect("remove");
+    }
+    // Trash is purged in the background; the rest must be gone at once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let left = leftovers(&harness);
+    let lost = tally.lost.load(Ordering::SeqCst);
+    eprintln!(
+        "chaos: {} lifecycles, {kills} kills, {} pods still listed at the end, {lost} lost",
+        tally.lifecycles.load(Ordering::SeqCst),
+        pods.len()
+    );
+    for (kind, count) in &left {
+        eprintln!("chaos: leaked {kind}: {count}");
+    }
+    assert_eq!(lost, 0, "objects lost (seed {seed})");
+    assert!(
+        left.iter().all(|(_, count)| *count == 0),
+        "leaked after {kills} kills (seed {seed}): {left:?}\nberthd log:\n{}",
+        berth_tests::host::log_tail(&harness.berthd)
+    );
+    assert_eq!(
+        tally.lifecycles.load(Ordering::SeqCst),
+        lifecycles / CLIENTS * CLIENTS
+    );
+}
