@@ -7,6 +7,7 @@
 
 mod chaos;
 mod containers;
+mod crash_safety;
 mod debug_target;
 mod failures;
 mod image_pull;

@@ -126,6 +126,45 @@ pub(crate) async fn to_completion<T: Send + 'static>(
     })
 }
 
+/// [`to_completion`] for a create. When the client stopped waiting before
+/// the create finished, nobody learns the new id, so what was made is
+/// removed again by `discard` (containerd's deferred cleanup does the
+/// same) and its name freed: the client's retry of the same name succeeds
+/// instead of finding it reserved by an object it never heard of.
+pub(crate) async fn create_to_completion<T, D, DF>(
+    work: impl std::future::Future<Output = Result<T, Status>> + Send + 'static,
+    discard: D,
+) -> Result<T, Status>
+where
+    T: Send + 'static,
+    D: FnOnce(&T) -> DF + Send + 'static,
+    DF: std::future::Future<Output = ()> + Send,
+{
+    let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _guard = SetOnDrop(gone.clone());
+    to_completion(async move {
+        let made = work.await?;
+        if gone.load(std::sync::atomic::Ordering::SeqCst) {
+            discard(&made).await;
+            return Err(Status::cancelled(
+                "the client stopped waiting: what the call made is removed again",
+            ));
+        }
+        Ok(made)
+    })
+    .await
+}
+
+/// Sets its flag when dropped: with a handler's future, when the client
+/// stops waiting.
+struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The response stream type of server-streaming RPCs.
 pub type ResponseStream<T> =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send + 'static>>;

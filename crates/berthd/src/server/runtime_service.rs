@@ -5,7 +5,7 @@ use cri_api::v1::runtime_service_server::RuntimeService;
 use cri_api::v1::*;
 use tonic::{Request, Response, Status};
 
-use super::{to_completion, CriService, ResponseStream};
+use super::{create_to_completion, to_completion, CriService, ResponseStream};
 
 #[tonic::async_trait]
 impl RuntimeService for CriService {
@@ -28,9 +28,20 @@ impl RuntimeService for CriService {
         request: Request<RunPodSandboxRequest>,
     ) -> Result<Response<RunPodSandboxResponse>, Status> {
         let service = self.clone();
-        to_completion(async move { service.serve_run_pod_sandbox(request.into_inner()).await })
-            .await
-            .map(Response::new)
+        let sandboxes = self.context().sandboxes.clone();
+        create_to_completion(
+            async move { service.serve_run_pod_sandbox(request.into_inner()).await },
+            |made: &RunPodSandboxResponse| {
+                let id = made.pod_sandbox_id.clone();
+                async move {
+                    if let Err(err) = sandboxes.remove(&id).await {
+                        tracing::warn!(sandbox = %id, error = %err, "removing an abandoned sandbox");
+                    }
+                }
+            },
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn stop_pod_sandbox(
@@ -85,9 +96,20 @@ impl RuntimeService for CriService {
         request: Request<CreateContainerRequest>,
     ) -> Result<Response<CreateContainerResponse>, Status> {
         let service = self.clone();
-        to_completion(async move { service.serve_create_container(request.into_inner()).await })
-            .await
-            .map(Response::new)
+        let containers = self.context().containers.clone();
+        create_to_completion(
+            async move { service.serve_create_container(request.into_inner()).await },
+            |made: &CreateContainerResponse| {
+                let id = made.container_id.clone();
+                async move {
+                    if let Err(err) = containers.remove(&id).await {
+                        tracing::warn!(container = %id, error = %err, "removing an abandoned container");
+                    }
+                }
+            },
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn start_container(

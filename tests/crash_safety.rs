@@ -1,0 +1,239 @@
+//! Calls cut short and shims that die: a RunPodSandbox or CreateContainer
+//! whose client gives up mid-way leaves nothing and frees its name for the
+//! retry; a container whose shim was killed is still stopped and removed,
+//! never reported gone while its processes run.
+
+use std::time::{Duration, Instant};
+
+use berth_tests::host::{cgroup_hierarchies, log_tail, sigkill};
+use berth_tests::pods::{container_config, pod_config, Harness};
+use cri_api::v1::*;
+use tonic::Code;
+
+/// Client deadlines short enough to cut a create at some step or other.
+const DEADLINES_MS: [u64; 5] = [2, 10, 25, 60, 150];
+
+/// Processes whose command line has every one of `needles`.
+fn processes_with(needles: &[&str]) -> Vec<i32> {
+    let own = std::process::id() as i32;
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if pid != own && needles.iter().all(|needle| text.contains(needle)) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Retries `call` while the name is still held by the abandoned call
+/// finishing (and undoing itself) in the background.
+async fn retry_reserved<T, F, Fut>(what: &str, call: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match call().await {
+            Ok(answer) => return answer,
+            Err(status) if status.code() == Code::AlreadyExists && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(status) => panic!("{what} after a cancel: {status:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_run_or_create_leaves_nothing_and_frees_its_name() {
+    let harness = Harness::start().await;
+    let mut cut_short = 0;
+    for (n, deadline) in DEADLINES_MS.iter().enumerate() {
+        let name = format!("cancel-{n}");
+        let config = pod_config(
+            &name,
+            &harness.parent(&name),
+            &harness.log_dir(&name),
+            NamespaceMode::Pod,
+        );
+        let run = || RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        };
+        let mut request = tonic::Request::new(run());
+        request.set_timeout(Duration::from_millis(*deadline));
+        let first = harness.client().await.run_pod_sandbox(request).await;
+        if let Err(status) = &first {
+            assert!(
+                matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+                "{status:?}"
+            );
+            cut_short += 1;
+        }
+        let pod = match first {
+            Ok(answer) => answer.into_inner().pod_sandbox_id,
+            Err(_) => {
+                retry_reserved("RunPodSandbox", || async {
+                    harness.client().await.run_pod_sandbox(run()).await
+                })
+                .await
+                .into_inner()
+                .pod_sandbox_id
+            }
+        };
+        let listed = harness
+            .client()
+            .await
+            .list_pod_sandbox(ListPodSandboxRequest::default())
+            .await
+            .expect("list")
+            .into_inner()
+            .items;
+        assert_eq!(listed.len(), 1, "only the retry's pod: {listed:?}");
+
+        let container = container_config("app", &harness.image, &["sleep", "3600"]);
+        let create = || CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(container.clone()),
+            sandbox_config: Some(config.clone()),
+        };
+        let mut request = tonic::Request::new(create());
+        request.set_timeout(Duration::from_millis(*deadline));
+        let first = harness.client().await.create_container(request).await;
+        if let Err(status) = &first {
+            assert!(
+                matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+                "{status:?}"
+            );
+            cut_short += 1;
+        }
+        if first.is_err() {
+            retry_reserved("CreateContainer", || async {
+                harness.client().await.create_container(create()).await
+            })
+            .await;
+        }
+        let containers = harness
+            .client()
+            .await
+            .list_containers(ListContainersRequest::default())
+            .await
+            .expect("list")
+            .into_inner()
+            .containers;
+        assert_eq!(
+            containers.len(),
+            1,
+            "only the retry's container: {containers:?}"
+        );
+        harness.remove_pod(&pod).await;
+    }
+    assert!(cut_short > 0, "no deadline cut a call short");
+    // Nothing of any abandoned attempt is left.
+    let state = harness.berthd.sandbox.state();
+    for dir in ["sandboxes", "containers", "shims", "ns"] {
+        let left: Vec<_> = std::fs::read_dir(state.join(dir))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|entry| entry.file_name() != "trash")
+                    .map(|entry| entry.path())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            left.is_empty(),
+            "{dir}: {left:?}\n{}",
+            log_tail(&harness.berthd)
+        );
+    }
+    let dir = harness.berthd.sandbox.dir.path().display().to_string();
+    assert!(processes_with(&["berth-shim", &dir]).is_empty());
+    assert!(processes_with(&["berth-pinns", &dir]).is_empty());
+}
+
+#[tokio::test]
+async fn a_container_whose_shim_was_killed_is_stopped_and_removed_for_real() {
+    let harness = Harness::start().await;
+    let (pod, config) = harness.run_pod("shimless", NamespaceMode::Pod).await;
+    let marker = format!("6{}", std::process::id());
+    let id = harness
+        .create_ok(
+            &pod,
+            &config,
+            container_config("app", &harness.image, &["sleep", &marker]),
+        )
+        .await;
+    harness.start_container(&id).await;
+    let shims = processes_with(&["berth-shim", &id]);
+    assert_eq!(shims.len(), 1, "{shims:?}");
+    sigkill(shims[0]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(&["berth-shim", &id]).is_empty() {
+        assert!(Instant::now() < deadline, "the shim did not die");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        processes_with(&["sleep", &marker]).len(),
+        1,
+        "the container outlives its shim"
+    );
+    assert_eq!(
+        harness.status(&id).await.state(),
+        ContainerState::ContainerUnknown
+    );
+
+    harness
+        .client()
+        .await
+        .stop_container(StopContainerRequest {
+            container_id: id.clone(),
+            timeout: 10,
+        })
+        .await
+        .expect("StopContainer");
+    assert!(
+        processes_with(&["sleep", &marker]).is_empty(),
+        "StopContainer answered OK while the container ran"
+    );
+    let status = harness.status(&id).await;
+    assert_eq!(status.state(), ContainerState::ContainerExited);
+    assert_eq!((status.exit_code, status.reason.as_str()), (255, "Unknown"));
+
+    harness
+        .client()
+        .await
+        .remove_container(RemoveContainerRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .expect("RemoveContainer");
+    for hierarchy in cgroup_hierarchies() {
+        let cgroup = hierarchy
+            .join(harness.parent("shimless").trim_start_matches('/'))
+            .join(&id);
+        assert!(!cgroup.exists(), "{} left", cgroup.display());
+    }
+    let listed = harness
+        .client()
+        .await
+        .list_containers(ListContainersRequest {
+            filter: Some(ContainerFilter {
+                id: id.clone(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("list")
+        .into_inner()
+        .containers;
+    assert!(listed.is_empty());
+    harness.remove_pod(&pod).await;
+}
