@@ -237,3 +237,77 @@ async fn a_container_whose_shim_was_killed_is_stopped_and_removed_for_real() {
     assert!(listed.is_empty());
     harness.remove_pod(&pod).await;
 }
+
+#[tokio::test]
+async fn removing_an_image_keeps_the_layers_running_containers_use() {
+    let harness = Harness::start().await;
+    let (pod, config) = harness.run_pod("layers", NamespaceMode::Pod).await;
+    let first = harness
+        .create_ok(
+            &pod,
+            &config,
+            container_config("first", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+    harness.start_container(&first).await;
+    let mut images = harness.berthd.image_client().await;
+    let spec = ImageSpec {
+        image: harness.image.clone(),
+        ..Default::default()
+    };
+    images
+        .remove_image(RemoveImageRequest {
+            image: Some(spec.clone()),
+        })
+        .await
+        .expect("RemoveImage");
+    let exec = |id: String| {
+        let harness = &harness;
+        async move {
+            harness
+                .client()
+                .await
+                .exec_sync(ExecSyncRequest {
+                    container_id: id,
+                    cmd: vec!["cat".into(), "/etc/passwd".into()],
+                    timeout: 10,
+                })
+                .await
+                .expect("ExecSync")
+                .into_inner()
+        }
+    };
+    let answer = exec(first.clone()).await;
+    assert_eq!(answer.exit_code, 0, "{answer:?}");
+    assert!(String::from_utf8_lossy(&answer.stdout).contains("root"));
+
+    images
+        .pull_image(PullImageRequest {
+            image: Some(spec.clone()),
+            auth: None,
+            sandbox_config: None,
+        })
+        .await
+        .expect("PullImage again");
+    let second = harness
+        .create_ok(
+            &pod,
+            &config,
+            container_config("second", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+    harness.start_container(&second).await;
+    assert_eq!(exec(second).await.exit_code, 0);
+
+    // Once no container uses them, the layers go with the image.
+    harness.remove_pod(&pod).await;
+    images
+        .remove_image(RemoveImageRequest { image: Some(spec) })
+        .await
+        .expect("RemoveImage");
+    let layers = harness.berthd.sandbox.root().join("images/layers");
+    let left: Vec<_> = std::fs::read_dir(&layers)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -106,6 +106,7 @@ fn open_context(
         // Container cgroups are read and updated as files under either
         // driver (systemd made the scope; the files are the same).
         cgroups: cgroupfs,
+        layer_leases: Default::default(),
         features: berth_spec::CgroupFeatures {
             v2: features.v2,
             hugetlb: features.hugetlb,

@@ -150,6 +150,7 @@ impl Runtime {
             shims: Arc::new(berthd::container::host::ShimProcesses),
             mounts: Arc::new(berthd::container::host::OverlayMounts),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
+            layer_leases: Default::default(),
             features: berth_spec::CgroupFeatures::default(),
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());
@@ -207,6 +208,7 @@ impl Runtime {
             config: config.clone(),
             image_id: String::new(),
             image_ref: String::new(),
+            layers: vec![],
             log_path: Some(log),
             bundle,
             layer_dir: dir.join("layer"),

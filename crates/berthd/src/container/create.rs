@@ -55,6 +55,8 @@ struct Undo {
     rootfs: Option<RootfsPaths>,
     dirs: Vec<PathBuf>,
     shim_dir: Option<PathBuf>,
+    /// The container's hold on its image's layers was taken.
+    layers_held: bool,
 }
 
 impl ContainerManager {
@@ -145,6 +147,16 @@ impl ContainerManager {
             berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
                 .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
         let dirs = self.make_dirs(c.id, &location.path, undo)?;
+        let layers: Vec<String> = c
+            .image
+            .layers
+            .iter()
+            .map(|layer| layer.diff_id.clone())
+            .collect();
+        // Held from before the mount: a RemoveImage racing this create must
+        // not collect the layers being mounted.
+        self.hold_layers(c.id, &layers);
+        undo.layers_held = true;
         let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
         let spec = self.write_spec(c, &dirs, &rootfs, &location, target_pid)?;
@@ -173,6 +185,7 @@ impl ContainerManager {
             config: c.config.clone(),
             image_id: c.image.id.clone(),
             image_ref: c.image_name.to_string(),
+            layers,
             log_path: spec.log_path,
             bundle: dirs.bundle,
             layer_dir: dirs.layer,
@@ -384,6 +397,9 @@ impl ContainerManager {
             let _ = std::fs::remove_dir_all(dir);
         }
         if let Some((name, id)) = &undo.name {
+            if undo.layers_held {
+                self.release_layers(id);
+            }
             self.store.release_name(name, id);
         }
     }

@@ -46,6 +46,7 @@ async fn fixture() -> Fixture {
             journal: journal.clone(),
         }),
         cgroups: pods.cgroups.clone(),
+        layer_leases: Default::default(),
         features: berth_spec::CgroupFeatures::default(),
     };
     Fixture {

@@ -22,10 +22,11 @@ pub mod store;
 pub mod trash;
 mod update;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use berth_image::store::ImageStore;
+use berth_image::store::{ImageStore, Lease};
 use berth_shim_api::protocol::{Response, RunState, StateInfo};
 use berth_spec::CgroupFeatures;
 
@@ -54,6 +55,8 @@ pub struct ContainerManager {
     pub cgroups: Arc<dyn berth_cgroups::CgroupManager>,
     /// What the host's cgroups offer, read at start-up.
     pub features: CgroupFeatures,
+    /// Each container's hold on its image's layers, by container id.
+    pub layer_leases: std::sync::Mutex<HashMap<String, Lease>>,
 }
 
 impl ContainerManager {
@@ -92,6 +95,24 @@ impl ContainerManager {
             }
         }
         records
+    }
+
+    /// Keeps a container's layers from garbage collection until it is
+    /// removed: RemoveImage must not delete what a rootfs is made of.
+    fn hold_layers(&self, id: &str, layers: &[String]) {
+        let lease = self.images.lease(layers.iter().cloned());
+        self.layer_leases
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(id.to_string(), lease);
+    }
+
+    /// Lets a removed container's layers go.
+    fn release_layers(&self, id: &str) {
+        self.layer_leases
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(id);
     }
 
     async fn is_running(&self, record: &ContainerRecord) -> bool {

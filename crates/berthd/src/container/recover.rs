@@ -15,6 +15,7 @@ impl ContainerManager {
     /// Undoes unfinished creates and sweeps unnamed leftovers; returns how
     /// many creates were undone and how many other leftovers were swept.
     pub async fn recover(&self) -> (usize, usize) {
+        self.hold_recorded_layers().await;
         let mut undone = 0;
         for id in self.store.unrecorded() {
             let bundle = self.store.record_dir(&id);
@@ -35,6 +36,29 @@ impl ContainerManager {
             undone += 1;
         }
         (undone, self.sweep_unnamed().await)
+    }
+
+    /// Every container keeps its layers (records from before layers were
+    /// kept name them through their image, if it is still there).
+    async fn hold_recorded_layers(&self) {
+        for handle in self.store.all() {
+            let record = handle.lock().await;
+            let layers = if record.layers.is_empty() {
+                self.images
+                    .resolve(&record.image_id)
+                    .map(|image| {
+                        image
+                            .layers
+                            .into_iter()
+                            .map(|layer| layer.diff_id)
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            } else {
+                record.layers.clone()
+            };
+            self.hold_layers(&record.id, &layers);
+        }
     }
 
     /// What a create may have made, in reverse: the shim and the

@@ -25,6 +25,10 @@ pub struct ContainerRecord {
     /// The image id (config digest) and the reference the client used.
     pub image_id: String,
     pub image_ref: String,
+    /// The image's layers (diff ids) under the rootfs: kept from garbage
+    /// collection while the container exists, even if its image is removed.
+    #[serde(default)]
+    pub layers: Vec<String>,
     pub log_path: Option<PathBuf>,
     /// The OCI bundle: config.json and the mounted rootfs.
     pub bundle: PathBuf,
