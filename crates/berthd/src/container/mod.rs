@@ -4,6 +4,7 @@
 
 pub mod cgroup_view;
 mod create;
+pub mod durations;
 mod error;
 mod exec_sync;
 pub mod host;
