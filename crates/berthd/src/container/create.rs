@@ -158,6 +158,7 @@ impl ContainerManager {
                 stdin: c.config.stdin,
                 stdin_once: c.config.stdin_once,
                 kept_log: &shim_log::kept_path(&c.sandbox.dir, c.id),
+                timeout: super::shim::CREATE_TIMEOUT,
             })
             .await?;
         let record = ContainerRecord {

@@ -42,6 +42,9 @@ pub enum ContainerError {
     /// shim's reason and where its log is kept.
     #[error("{message}")]
     CreateFailed { id: String, message: String },
+    /// The shim did not create the container in time and was killed.
+    #[error("{message}")]
+    CreateTimedOut { id: String, message: String },
     /// The shim refused or failed to start the container (same form).
     #[error("{message}")]
     StartFailed { id: String, message: String },

@@ -16,6 +16,7 @@ impl From<ContainerError> for Status {
             NotFound { .. } | ImageNotFound { .. } | TargetNotFound { .. } => Code::NotFound,
             AmbiguousId(_) | Spec(_) | CgroupName(_) => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
+            CreateTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
             // its present state on this node: kubelet shows the message.
             TargetInOtherSandbox { .. }
