@@ -10,6 +10,7 @@ use berth_spec::{ContainerInputs, ImageConfigView, OsHost, SandboxFiles, Sandbox
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 
+use super::image_files::{self, ImageUserFiles};
 use super::rootfs::RootfsPaths;
 use super::shim::ShimLaunch;
 use super::store::ContainerRecord;
@@ -143,7 +144,8 @@ impl ContainerManager {
         let dirs = self.make_dirs(c.id, undo)?;
         let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
-        let spec = self.write_spec(c, &dirs, &rootfs, target_pid)?;
+        let user_files = image_files::read_user_files(&rootfs.merged).await?;
+        let spec = self.write_spec(c, &dirs, &rootfs, target_pid, &user_files)?;
         undo.shim_dir = Some(dirs.shim.clone());
         let pid = self
             .shims
@@ -226,6 +228,7 @@ impl ContainerManager {
         dirs: &Dirs,
         rootfs: &RootfsPaths,
         target_pid: Option<u32>,
+        user_files: &ImageUserFiles,
     ) -> Result<SpecOutcome, ContainerError> {
         let image_config = self.image_config(c.image)?;
         let image_view = ImageConfigView::from(&image_config);
@@ -238,8 +241,6 @@ impl ContainerManager {
             .hierarchy_dirs(&location.path)
             .map_err(|err| ContainerError::Cgroup(Box::new(err)))?;
         let log_path = berth_spec::annotations::log_path(c.config, c.sandbox_config)?;
-        let etc_passwd = read_image_file(&rootfs.merged, "etc/passwd");
-        let etc_group = read_image_file(&rootfs.merged, "etc/group");
         let inputs = ContainerInputs {
             container_id: c.id,
             sandbox_id: &c.sandbox.id,
@@ -250,8 +251,8 @@ impl ContainerManager {
             namespaces: &sandbox_namespaces(c.sandbox, target_pid),
             cgroups_path: &cgroups_path,
             cgroup_view: cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs),
-            etc_passwd: etc_passwd.as_deref(),
-            etc_group: etc_group.as_deref(),
+            etc_passwd: user_files.passwd.as_deref(),
+            etc_group: user_files.group.as_deref(),
             sandbox_files: sandbox_files(c.sandbox),
             host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
             features: self.features,
@@ -388,21 +389,4 @@ fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
         resolv_conf: Some(sandbox.dir.join("resolv.conf")),
         shm: sandbox.shm.clone(),
     }
-}
-
-/// Reads a small file of the image without following a symlink out of the
-/// rootfs: a symlinked `/etc` or `/etc/passwd` is treated as absent.
-fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
-    let mut path = rootfs.to_path_buf();
-    for part in relative.split('/') {
-        path.push(part);
-        if std::fs::symlink_metadata(&path)
-            .ok()?
-            .file_type()
-            .is_symlink()
-        {
-            return None;
-        }
-    }
-    std::fs::read_to_string(path).ok()
 }

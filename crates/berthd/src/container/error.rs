@@ -32,6 +32,8 @@ pub enum ContainerError {
     #[error("namespace_options.target_id: container {target_id} is not running")]
     TargetNotRunning { target_id: String },
 
+    #[error("image file {path} is {size} bytes; berth reads at most {cap}")]
+    ImageFileTooLarge { path: String, size: u64, cap: u64 },
     /// The request's config cannot become an OCI spec (or a log path).
     #[error(transparent)]
     Spec(#[from] berth_spec::SpecError),

@@ -8,6 +8,7 @@ pub mod durations;
 mod error;
 mod exec_sync;
 pub mod host;
+pub mod image_files;
 #[cfg(test)]
 mod lifecycle_tests;
 mod remove;

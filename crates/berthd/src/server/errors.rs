@@ -21,6 +21,7 @@ impl From<ContainerError> for Status {
             // its present state on this node: kubelet shows the message.
             TargetInOtherSandbox { .. }
             | TargetNotRunning { .. }
+            | ImageFileTooLarge { .. }
             | CreateFailed { .. }
             | StartFailed { .. }
             | ExecRefused { .. }
