@@ -193,8 +193,13 @@ impl ContainerManager {
             // named by a 12-digit prefix of the (random) id, in a short path.
             shim: self.shims_dir.join(&id[..12.min(id.len())]),
         };
-        for dir in [&dirs.bundle, &dirs.layer, &self.shims_dir] {
-            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("container dir", err))?;
+        std::fs::create_dir_all(&self.shims_dir)
+            .map_err(|err| ContainerError::io("shims dir", err))?;
+        // The bundle (config.json holds the env, often Secrets) and the
+        // upper dir (the container's files, setuid binaries included) are
+        // for root only, as containerd's and CRI-O's.
+        for dir in [&dirs.bundle, &dirs.layer] {
+            private_dir(dir).map_err(|err| ContainerError::io("container dir", err))?;
         }
         std::fs::create_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
         undo.dirs = vec![dirs.bundle.clone(), dirs.layer.clone(), dirs.shim.clone()];
@@ -258,9 +263,12 @@ impl ContainerManager {
             features: self.features,
             host: &OsHost,
         };
-        berth_spec::container_spec(&inputs)?
-            .save(dirs.bundle.join("config.json"))
-            .map_err(ContainerError::WriteSpec)?;
+        let spec = berth_spec::container_spec(&inputs)?;
+        let json = serde_json::to_vec(&spec)
+            .map_err(|err| ContainerError::WriteSpec(oci_spec::OciSpecError::SerDe(err)))?;
+        // 0600: the spec carries the container's env.
+        berth_atomic_file::write_atomic(&dirs.bundle.join("config.json"), &json, 0o600)
+            .map_err(|err| ContainerError::io("writing config.json", err))?;
         if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
             std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("log dir", err))?;
         }
@@ -389,4 +397,11 @@ fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
         resolv_conf: Some(sandbox.dir.join("resolv.conf")),
         shm: sandbox.shm.clone(),
     }
+}
+
+/// Creates `dir` (and its parents) and makes it 0700, also when it existed.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
