@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use futures_util::StreamExt;
@@ -28,6 +28,30 @@ use crate::platform::Platform;
 use crate::reference::{self, InvalidReference};
 use crate::store::{ImageRecord, ImageStore, LayerRecord, StoreError};
 use crate::unpack::{self, Compression};
+
+/// The largest manifest or index a pull accepts. Real ones are a few KiB;
+/// the cap keeps a hostile registry from filling berthd's memory.
+pub const MAX_MANIFEST_BYTES: u64 = 8 << 20;
+/// The largest image config a pull accepts (configs carry history and
+/// labels, so they may be larger than manifests).
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// How long registry requests may take to connect, and may stay silent
+/// (waiting for a response or for the next body bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistryTimeouts {
+    pub connect: Duration,
+    pub read: Duration,
+}
+
+impl Default for RegistryTimeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(30),
+            read: Duration::from_secs(60),
+        }
+    }
+}
 
 /// Manifest media types a pull accepts.
 const ACCEPTED_MANIFESTS: [&str; 4] = [
@@ -97,6 +121,7 @@ pub struct ImagePuller {
     store: Arc<ImageStore>,
     hosts: RegistryHosts,
     platform: Platform,
+    timeouts: RegistryTimeouts,
     /// Layer fetches in progress, by diff id.
     in_flight: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
 }
@@ -122,8 +147,14 @@ impl ImagePuller {
             store,
             hosts,
             platform: Platform::host(),
+            timeouts: RegistryTimeouts::default(),
             in_flight: Mutex::default(),
         }
+    }
+
+    pub fn with_timeouts(mut self, timeouts: RegistryTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
     }
 
     pub fn store(&self) -> &Arc<ImageStore> {
@@ -187,6 +218,8 @@ impl ImagePuller {
             } else {
                 ClientProtocol::Https
             },
+            connect_timeout: Some(self.timeouts.connect),
+            read_timeout: Some(self.timeouts.read),
             ..Default::default()
         });
         let remote = at_endpoint(reference, &endpoint.host);
@@ -205,6 +238,15 @@ impl ImagePuller {
                         false,
                     )
                 })?;
+                if entry.size < 0 || entry.size as u64 > MAX_MANIFEST_BYTES {
+                    return Err((
+                        format!(
+                            "manifest {} in index {top_digest} declares {} bytes; the cap is {MAX_MANIFEST_BYTES}",
+                            entry.digest, entry.size
+                        ),
+                        false,
+                    ));
+                }
                 let by_digest = remote.clone_with_digest(entry.digest.clone());
                 fetch_manifest(&client, &by_digest, auth, Some(&entry.digest)).await?
             }
@@ -216,11 +258,7 @@ impl ImagePuller {
             ));
         };
 
-        let mut config_bytes = Vec::new();
-        client
-            .pull_blob(&remote, &manifest.config, &mut config_bytes)
-            .await
-            .map_err(|err| (format!("config {}: {err}", manifest.config.digest), false))?;
+        let config_bytes = fetch_config(&client, &remote, &manifest.config).await?;
         let config = ImageConfiguration::from_reader(config_bytes.as_slice()).map_err(|err| {
             (
                 format!(
@@ -402,12 +440,19 @@ impl ImagePuller {
             .pull_blob_stream(&resolved.remote, descriptor)
             .await
             .map_err(|err| fetch_error(err.to_string()))?;
+        let declared = declared_size(descriptor).map_err(fetch_error)?;
         let mut hasher = Sha256::new();
         let mut received: u64 = 0;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|err| fetch_error(err.to_string()))?;
             hasher.update(&chunk);
             received += chunk.len() as u64;
+            // Cut off before writing: an endless blob never fills the disk.
+            if received > declared {
+                return Err(fetch_error(format!(
+                    "the registry sent more than the declared size of {declared} bytes"
+                )));
+            }
             file.write_all(&chunk)
                 .await
                 .map_err(|err| fetch_error(err.to_string()))?;
@@ -422,10 +467,9 @@ impl ImagePuller {
                 "digest mismatch: the registry sent content with digest {actual}"
             )));
         }
-        if descriptor.size >= 0 && received != descriptor.size as u64 {
+        if received != declared {
             return Err(fetch_error(format!(
-                "size mismatch: expected {} bytes, received {received}",
-                descriptor.size
+                "size mismatch: expected {declared} bytes, received {received}"
             )));
         }
         self.store.install(&partial, &target)?;
@@ -488,6 +532,53 @@ fn at_endpoint(reference: &Reference, host: &str) -> Reference {
     }
 }
 
+/// A descriptor's size; negative is a broken descriptor.
+fn declared_size(descriptor: &OciDescriptor) -> Result<u64, String> {
+    u64::try_from(descriptor.size).map_err(|_| {
+        format!(
+            "descriptor of {} declares a negative size ({})",
+            descriptor.digest, descriptor.size
+        )
+    })
+}
+
+/// Fetches an image config, refusing one larger than its descriptor says
+/// or than [`MAX_CONFIG_BYTES`], and checks its digest.
+async fn fetch_config(
+    client: &Client,
+    remote: &Reference,
+    descriptor: &OciDescriptor,
+) -> Result<Vec<u8>, (String, bool)> {
+    let fail = |message: String| (format!("config {}: {message}", descriptor.digest), false);
+    let declared = declared_size(descriptor).map_err(|err| (err, false))?;
+    if declared > MAX_CONFIG_BYTES {
+        return Err(fail(format!(
+            "declares {declared} bytes; the cap for an image config is {MAX_CONFIG_BYTES}"
+        )));
+    }
+    let mut stream = client
+        .pull_blob_stream(remote, descriptor)
+        .await
+        .map_err(|err| fail(err.to_string()))?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|err| fail(err.to_string()))?;
+        if (bytes.len() + chunk.len()) as u64 > declared {
+            return Err(fail(format!(
+                "the registry sent more than the declared size of {declared} bytes"
+            )));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    if digest != descriptor.digest {
+        return Err(fail(format!(
+            "digest mismatch: the registry sent content with digest {digest}"
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Fetches a manifest and checks its digest when one was asked for.
 async fn fetch_manifest(
     client: &Client,
@@ -502,6 +593,18 @@ async fn fetch_manifest(
             let not_found = is_not_found(&err);
             (err.to_string(), not_found)
         })?;
+    // oci-client reads a manifest whole; the read timeout bounds how long
+    // that takes, and nothing larger than the cap is ever parsed or kept.
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err((
+            format!(
+                "manifest {} is {} bytes; the cap is {MAX_MANIFEST_BYTES}",
+                remote.whole(),
+                bytes.len()
+            ),
+            false,
+        ));
+    }
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
     if let Some(expected) = expected_digest {
         if expected != digest {

@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -97,6 +98,12 @@ impl ImageStore {
             root.join("layers"),
         ] {
             std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        }
+        // Unpacked layers keep their setuid binaries and their modes: other
+        // host users must not reach them (as containerd's 0700 snapshots).
+        for dir in [root.to_path_buf(), root.join("layers")] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io_error(&dir))?;
         }
         let tmp = root.join("tmp");
         if tmp.exists() {
@@ -444,6 +451,20 @@ mod tests {
         for n in layers {
             store.write_blob(&digest(*n), b"blob").unwrap();
             std::fs::create_dir_all(store.layer_path(&digest(*n + 50)).unwrap()).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_store_and_its_layers_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("images");
+        std::fs::create_dir_all(root.join("layers")).unwrap();
+        std::fs::set_permissions(root.join("layers"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        ImageStore::open(&root).unwrap();
+        for path in [root.clone(), root.join("layers")] {
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o700, "{}", path.display());
         }
     }
 

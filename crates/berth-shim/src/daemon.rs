@@ -22,8 +22,9 @@ use std::time::Duration;
 
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, pipe2, setsid, ForkResult, Pid};
+use nix::unistd::{fork, getpid, getppid, pipe2, setsid, ForkResult, Pid};
 
 use crate::reaper::exit_code;
 use berth_shim_api::protocol::Ready;
@@ -33,7 +34,11 @@ pub struct ReadyPipe(File);
 
 impl ReadyPipe {
     /// Sends the one line. Consumes the pipe: the daemon closes its end.
+    /// From here the daemon outlives the launcher.
     pub fn send(mut self, ready: &Ready) {
+        if let Err(err) = nix::sys::prctl::set_pdeathsig(None) {
+            tracing::warn!(%err, "cannot clear the parent-death signal");
+        }
         let mut line = serde_json::to_vec(ready).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
         line.push(b'\n');
         if let Err(err) = self.0.write_all(&line) {
@@ -49,11 +54,18 @@ pub fn fork_daemon() -> Result<ReadyPipe, i32> {
         Ok(p) => p,
         Err(err) => return Err(report(&failure(format!("pipe: {err}")))),
     };
+    let launcher = getpid();
     // SAFETY: the shim is single-threaded here (nothing has spawned a
     // thread), so the child may run arbitrary code after fork.
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(r);
+            // Until it reports, the daemon dies with the launcher: berthd
+            // kills the launcher (the pid it knows) when a create hangs,
+            // and that must not leave a hung daemon behind.
+            if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() || getppid() != launcher {
+                std::process::exit(1);
+            }
             Ok(ReadyPipe(File::from(w)))
         }
         Ok(ForkResult::Parent { child }) => {

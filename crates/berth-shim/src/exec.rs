@@ -157,7 +157,9 @@ impl ExecSession {
             pid,
             stdout: Capture::new(stdout, limit),
             stderr: Capture::new(stderr, limit),
-            deadline: timeout.map(|t| Instant::now() + t),
+            // A deadline past what the clock can hold is no deadline: a
+            // huge timeout must not panic the shim.
+            deadline: timeout.and_then(|t| Instant::now().checked_add(t)),
             timed_out: false,
             exit: None,
         }
@@ -373,6 +375,21 @@ mod tests {
         assert!(!s.is_done(t0));
         assert_eq!(s.next_wakeup(), Some(t0 + OUTPUT_GRACE));
         assert!(s.is_done(t0 + OUTPUT_GRACE));
+    }
+
+    #[test]
+    fn a_timeout_past_the_clock_is_no_deadline() {
+        let (out_r, _out_w) = pipe();
+        let (err_r, _err_w) = pipe();
+        let s = ExecSession::new(
+            i32::MAX,
+            out_r,
+            err_r,
+            Some(Duration::from_secs(i64::MAX as u64)),
+            None,
+        );
+        assert_eq!(s.next_wakeup(), None);
+        assert!(!s.is_done(Instant::now()));
     }
 
     #[test]

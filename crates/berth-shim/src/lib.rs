@@ -21,6 +21,7 @@ pub mod exec;
 pub mod logfile;
 pub mod oom;
 pub mod output;
+pub mod own_oom_score;
 pub mod reaper;
 pub mod runtime;
 pub mod server;

@@ -10,6 +10,8 @@
 //!   process, so it is the shim's direct child; so is every exec process.
 //! - `build()` consumes the stdio fds we hand it and closes its copies when
 //!   it returns, so the shim keeps only the read ends.
+//! - `build()` sets the process's oom_score_adj on the shim itself; it is
+//!   put back ([`crate::own_oom_score`]).
 //! - The tenant (exec) builder leaves a notify socket file behind per exec,
 //!   and drops the container's seccomp profile (see [`CleanExecutor`]).
 
@@ -27,6 +29,8 @@ use libcontainer::workload::{
     Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError,
 };
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
+
+use crate::own_oom_score::SavedOomScore;
 
 /// The default executor, after restoring the signal state a fresh process
 /// would have, and (for exec processes) loading the container's seccomp
@@ -155,11 +159,14 @@ impl ContainerRef {
                 .with_stderr(stderr),
             InitStdio::Console(socket) => builder.with_console_socket(Some(socket)),
         };
-        builder
+        let own_score = SavedOomScore::save();
+        let container = builder
             .as_init(bundle)
             .with_systemd(systemd_cgroup)
             .with_detach(true)
-            .build()
+            .build();
+        own_score.restore();
+        container
     }
 
     /// Starts a process in the running container; returns its pid once it
@@ -190,6 +197,7 @@ impl ContainerRef {
         let executor = CleanExecutor {
             seccomp: process.seccomp.clone(),
         };
+        let own_score = SavedOomScore::save();
         let pid = self
             .builder(executor)?
             .with_stdin(stdin)
@@ -199,8 +207,9 @@ impl ContainerRef {
             .as_tenant()
             .with_process(Some(&process.json_path))
             .with_detach(true)
-            .build()?;
-        Ok(pid.as_raw())
+            .build();
+        own_score.restore();
+        Ok(pid?.as_raw())
     }
 }
 

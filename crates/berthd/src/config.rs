@@ -16,6 +16,9 @@ use crate::cgroup_driver::CgroupDriverSetting;
 /// Where berthd looks for its config when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/berth/runtime-config.toml";
 
+/// The longest duration the config may set, in seconds: one year.
+pub const MAX_CONFIG_SECONDS: u64 = 365 * 24 * 3600;
+
 /// Errors reading or validating the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -151,7 +154,7 @@ impl Default for StreamConfig {
 }
 
 /// How image references map to the registries actually contacted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegistryConfig {
     /// Hosts (`host` or `host:port`) spoken to over plain HTTP. Registries on
@@ -160,6 +163,22 @@ pub struct RegistryConfig {
     /// Mirrors per upstream host, keyed by the host in the image reference
     /// (`docker.io`, `registry.k8s.io`, ...).
     pub mirrors: BTreeMap<String, MirrorConfig>,
+    /// How long connecting to a registry may take.
+    pub connect_timeout_seconds: u64,
+    /// How long a registry may send nothing (no response, no body bytes)
+    /// before the request fails: a stalled registry cannot hold a pull.
+    pub read_timeout_seconds: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            insecure_hosts: Vec::new(),
+            mirrors: BTreeMap::new(),
+            connect_timeout_seconds: 30,
+            read_timeout_seconds: 60,
+        }
+    }
 }
 
 /// The mirrors of one upstream registry host.
@@ -315,6 +334,14 @@ impl Config {
         for (key, value) in [
             ("stream.token_ttl_seconds", self.stream.token_ttl_seconds),
             (
+                "registry.connect_timeout_seconds",
+                self.registry.connect_timeout_seconds,
+            ),
+            (
+                "registry.read_timeout_seconds",
+                self.registry.read_timeout_seconds,
+            ),
+            (
                 "stream.idle_timeout_seconds",
                 self.stream.idle_timeout_seconds,
             ),
@@ -325,6 +352,13 @@ impl Config {
         ] {
             if value == 0 {
                 return Err(invalid(key, "must be at least 1 (seconds)".to_string()));
+            }
+            // Each becomes `Instant::now() + value`, which must not overflow.
+            if value > MAX_CONFIG_SECONDS {
+                return Err(invalid(
+                    key,
+                    format!("is {value}; at most {MAX_CONFIG_SECONDS} (one year) is allowed"),
+                ));
             }
         }
         for (host, mirror) in &self.registry.mirrors {
@@ -423,6 +457,28 @@ mod tests {
         for allowed in ["cgroupfs", "systemd", "auto"] {
             assert!(err.contains(allowed), "{err}");
         }
+    }
+
+    #[test]
+    fn durations_past_a_year_are_rejected_naming_the_key() {
+        for key in [
+            "[stream]\ntoken_ttl_seconds",
+            "[stream]\nidle_timeout_seconds",
+            "[stream]\nstream_creation_timeout_seconds",
+            "[registry]\nconnect_timeout_seconds",
+            "[registry]\nread_timeout_seconds",
+        ] {
+            let err = parse(&format!("{key} = 9223372036854775807\n"))
+                .unwrap_err()
+                .to_string();
+            let name = key.replace("[", "").replace("]\n", ".");
+            assert!(err.contains(&name), "{err}");
+            assert!(err.contains("one year"), "{err}");
+            assert!(parse(&format!("{key} = {MAX_CONFIG_SECONDS}\n")).is_ok());
+        }
+        let config = parse("").unwrap();
+        assert_eq!(config.registry.connect_timeout_seconds, 30);
+        assert_eq!(config.registry.read_timeout_seconds, 60);
     }
 
     #[test]

@@ -85,7 +85,14 @@ fn open_context(
     create_dir(&config.state_dir)?;
     let lock = RootLock::acquire(&config.root_dir)?;
     let store = ImageStore::open(&layout.images())?;
-    let images = Arc::new(ImagePuller::new(Arc::new(store), registry_hosts(&config)));
+    let images = Arc::new(
+        ImagePuller::new(Arc::new(store), registry_hosts(&config)).with_timeouts(
+            berth_image::pull::RegistryTimeouts {
+                connect: Duration::from_secs(config.registry.connect_timeout_seconds),
+                read: Duration::from_secs(config.registry.read_timeout_seconds),
+            },
+        ),
+    );
     let cgroupfs = Arc::new(
         CgroupfsManager::new().map_err(|err| DaemonError::Startup(format!("cgroups: {err}")))?,
     );

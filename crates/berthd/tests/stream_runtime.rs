@@ -190,6 +190,7 @@ impl Runtime {
             stdin,
             stdin_once,
             kept_log: &dir.join("failed.shim.log"),
+            timeout: shim::CREATE_TIMEOUT,
         })
         .await
         .expect("shim created the container");

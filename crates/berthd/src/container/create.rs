@@ -10,6 +10,7 @@ use berth_spec::{ContainerInputs, ImageConfigView, OsHost, SandboxFiles, Sandbox
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 
+use super::image_files::{self, ImageUserFiles};
 use super::rootfs::RootfsPaths;
 use super::shim::ShimLaunch;
 use super::store::ContainerRecord;
@@ -159,7 +160,8 @@ impl ContainerManager {
         undo.layers_held = true;
         let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
-        let spec = self.write_spec(c, &dirs, &rootfs, &location, target_pid)?;
+        let user_files = image_files::read_user_files(&rootfs.merged).await?;
+        let spec = self.write_spec(c, &dirs, &rootfs, &location, target_pid, &user_files)?;
         undo.shim_dir = Some(dirs.shim.clone());
         let pid = self
             .shims
@@ -174,6 +176,7 @@ impl ContainerManager {
                 stdin: c.config.stdin,
                 stdin_once: c.config.stdin_once,
                 kept_log: &shim_log::kept_path(&c.sandbox.dir, c.id),
+                timeout: super::shim::CREATE_TIMEOUT,
             })
             .await?;
         let record = ContainerRecord {
@@ -211,8 +214,12 @@ impl ContainerManager {
             // named by a 12-digit prefix of the (random) id, in a short path.
             shim: self.shims_dir.join(&id[..12.min(id.len())]),
         };
-        std::fs::create_dir_all(&dirs.bundle)
-            .map_err(|err| ContainerError::io("container dir", err))?;
+        std::fs::create_dir_all(&self.shims_dir)
+            .map_err(|err| ContainerError::io("shims dir", err))?;
+        // The bundle (config.json holds the env, often Secrets) and the
+        // upper dir (the container's files, setuid binaries included) are
+        // for root only, as containerd's and CRI-O's.
+        private_dir(&dirs.bundle).map_err(|err| ContainerError::io("container dir", err))?;
         undo.dirs = vec![dirs.bundle.clone()];
         intent::write(
             &dirs.bundle,
@@ -225,9 +232,7 @@ impl ContainerManager {
                 cgroup_path: cgroup.to_string(),
             },
         )?;
-        for dir in [&dirs.layer, &self.shims_dir] {
-            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("container dir", err))?;
-        }
+        private_dir(&dirs.layer).map_err(|err| ContainerError::io("container dir", err))?;
         undo.dirs.push(dirs.layer.clone());
         std::fs::create_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
         undo.dirs.push(dirs.shim.clone());
@@ -262,6 +267,7 @@ impl ContainerManager {
         rootfs: &RootfsPaths,
         location: &berth_cgroups::CgroupLocation,
         target_pid: Option<u32>,
+        user_files: &ImageUserFiles,
     ) -> Result<SpecOutcome, ContainerError> {
         let image_config = self.image_config(c.image)?;
         let image_view = ImageConfigView::from(&image_config);
@@ -271,8 +277,6 @@ impl ContainerManager {
             .hierarchy_dirs(&location.path)
             .map_err(|err| ContainerError::Cgroup(Box::new(err)))?;
         let log_path = berth_spec::annotations::log_path(c.config, c.sandbox_config)?;
-        let etc_passwd = read_image_file(&rootfs.merged, "etc/passwd");
-        let etc_group = read_image_file(&rootfs.merged, "etc/group");
         let inputs = ContainerInputs {
             container_id: c.id,
             sandbox_id: &c.sandbox.id,
@@ -283,16 +287,19 @@ impl ContainerManager {
             namespaces: &sandbox_namespaces(c.sandbox, target_pid),
             cgroups_path: &cgroups_path,
             cgroup_view: cgroup_view::cgroup_view(self.cgroups.layout(), &hierarchy_dirs),
-            etc_passwd: etc_passwd.as_deref(),
-            etc_group: etc_group.as_deref(),
+            etc_passwd: user_files.passwd.as_deref(),
+            etc_group: user_files.group.as_deref(),
             sandbox_files: sandbox_files(c.sandbox),
             host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
             features: self.features,
             host: &OsHost,
         };
-        berth_spec::container_spec(&inputs)?
-            .save(dirs.bundle.join("config.json"))
-            .map_err(ContainerError::WriteSpec)?;
+        let spec = berth_spec::container_spec(&inputs)?;
+        let json = serde_json::to_vec(&spec)
+            .map_err(|err| ContainerError::WriteSpec(oci_spec::OciSpecError::SerDe(err)))?;
+        // 0600: the spec carries the container's env.
+        berth_atomic_file::write_atomic(&dirs.bundle.join("config.json"), &json, 0o600)
+            .map_err(|err| ContainerError::io("writing config.json", err))?;
         if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
             std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("log dir", err))?;
         }
@@ -426,19 +433,9 @@ fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
     }
 }
 
-/// Reads a small file of the image without following a symlink out of the
-/// rootfs: a symlinked `/etc` or `/etc/passwd` is treated as absent.
-fn read_image_file(rootfs: &Path, relative: &str) -> Option<String> {
-    let mut path = rootfs.to_path_buf();
-    for part in relative.split('/') {
-        path.push(part);
-        if std::fs::symlink_metadata(&path)
-            .ok()?
-            .file_type()
-            .is_symlink()
-        {
-            return None;
-        }
-    }
-    std::fs::read_to_string(path).ok()
+/// Creates `dir` (and its parents) and makes it 0700, also when it existed.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }

@@ -32,6 +32,8 @@ pub enum ContainerError {
     #[error("namespace_options.target_id: container {target_id} is not running")]
     TargetNotRunning { target_id: String },
 
+    #[error("image file {path} is {size} bytes; berth reads at most {cap}")]
+    ImageFileTooLarge { path: String, size: u64, cap: u64 },
     /// The request's config cannot become an OCI spec (or a log path).
     #[error(transparent)]
     Spec(#[from] berth_spec::SpecError),
@@ -42,6 +44,9 @@ pub enum ContainerError {
     /// shim's reason and where its log is kept.
     #[error("{message}")]
     CreateFailed { id: String, message: String },
+    /// The shim did not create the container in time and was killed.
+    #[error("{message}")]
+    CreateTimedOut { id: String, message: String },
     /// The shim refused or failed to start the container (same form).
     #[error("{message}")]
     StartFailed { id: String, message: String },

@@ -16,7 +16,7 @@ impl ContainerManager {
         timeout: i64,
     ) -> Result<berth_shim_api::protocol::ExecResult, ContainerError> {
         let record = self.get(id).await?;
-        let timeout_s = u64::try_from(timeout).unwrap_or(0);
+        let timeout_s = super::durations::clamp_timeout_seconds(timeout);
         let request = Request::Exec(ExecRequest {
             args,
             env: Vec::new(),

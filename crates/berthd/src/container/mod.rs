@@ -4,9 +4,11 @@
 
 pub mod cgroup_view;
 mod create;
+pub mod durations;
 mod error;
 mod exec_sync;
 pub mod host;
+pub mod image_files;
 #[cfg(test)]
 mod lifecycle_tests;
 mod recover;

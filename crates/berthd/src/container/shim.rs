@@ -10,7 +10,7 @@ use berth_shim_api::protocol::{ExitRecord, Ready, Request, Response, RunState, S
 use tokio::io::AsyncReadExt;
 
 /// How long a shim may take to create its container.
-const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
+pub const CREATE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one control call may take (exec has its own timeout on top).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -30,6 +30,8 @@ pub struct ShimLaunch<'a> {
     /// Where the shim's log is kept if the container cannot be created
     /// (the shim's dir goes with the failed create).
     pub kept_log: &'a Path,
+    /// How long the create may take ([`CREATE_TIMEOUT`] but in tests).
+    pub timeout: Duration,
 }
 
 /// Starts a shim and waits until it reports the container created. Returns
@@ -76,15 +78,36 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
             source: std::io::Error::other("its stdout was not piped"),
         })?;
     let mut answer = String::new();
-    let read = tokio::time::timeout(CREATE_TIMEOUT, stdout.read_to_string(&mut answer)).await;
+    let read = tokio::time::timeout(launch.timeout, stdout.read_to_string(&mut answer)).await;
+    if read.is_err() {
+        // The launcher still waits for its daemon, so waiting for it would
+        // hang this create for good: kill it (its daemon dies with it, see
+        // berth-shim's daemon.rs), then reap it.
+        if let Err(err) = child.start_kill() {
+            tracing::warn!(id = launch.id, error = %err, "killing a hung shim");
+        }
+        let _ = child.wait().await;
+        let log = ShimFiles::new(launch.dir.to_path_buf()).log();
+        let kept = shim_log::keep(&log, launch.kept_log)
+            .ok()
+            .map(|()| launch.kept_log);
+        return Err(ContainerError::CreateTimedOut {
+            id: launch.id.to_string(),
+            message: shim_log::with_reason(
+                &format!(
+                    "container {} was not created within {:?}; its shim was killed",
+                    launch.id, launch.timeout
+                ),
+                &log,
+                kept,
+            ),
+        });
+    }
     // The shim detaches (its own session); the process berthd started exits
     // once the handshake is written, and is reaped here.
     let _ = child.wait().await;
     let ready = match read {
-        Err(_) => Err(format!(
-            "container {} was not created within {CREATE_TIMEOUT:?}",
-            launch.id
-        )),
+        Err(_) => Err("timed out".to_string()),
         Ok(Err(err)) => Err(format!("reading the shim's handshake: {err}")),
         Ok(Ok(_)) => serde_json::from_str::<Ready>(answer.trim())
             .map_err(|err| format!("shim handshake {answer:?}: {err}")),
@@ -185,4 +208,55 @@ pub fn record_unknown_exit(dir: &Path) -> std::io::Result<()> {
     };
     let bytes = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
     berth_atomic_file::write_atomic(&ShimFiles::new(dir.to_path_buf()).exit(), &bytes, 0o644)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A shim that never answers: the create must fail at its timeout, and
+    /// the process berthd started must be gone.
+    #[tokio::test]
+    async fn a_hung_shim_times_out_and_is_killed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pid_file = tmp.path().join("pid");
+        let binary = tmp.path().join("hung-shim");
+        std::fs::write(
+            &binary,
+            format!(
+                "#!/bin/sh\necho $$ > {}\nexec sleep 600\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = tmp.path().join("shim");
+        std::fs::create_dir(&dir).unwrap();
+        let started = std::time::Instant::now();
+        let err = launch(&ShimLaunch {
+            binary: &binary,
+            id: "c1",
+            bundle: tmp.path(),
+            state_root: tmp.path(),
+            dir: &dir,
+            log: None,
+            tty: false,
+            stdin: false,
+            stdin_once: false,
+            kept_log: &tmp.path().join("kept.log"),
+            timeout: Duration::from_secs(1),
+        })
+        .await
+        .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10), "{err}");
+        assert!(
+            matches!(err, ContainerError::CreateTimedOut { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("was not created within"), "{err}");
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
+        assert!(!proc_dir.exists(), "the hung shim {pid} still runs");
+    }
 }

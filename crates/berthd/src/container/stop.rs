@@ -22,6 +22,7 @@ impl ContainerManager {
             Some(_) => return Ok(()),
             None => return self.stop_without_shim(&record).await,
         }
+        let timeout = super::durations::clamp_timeout_seconds(timeout);
         if timeout > 0 {
             let _ = self
                 .shims
@@ -35,7 +36,7 @@ impl ContainerManager {
                 )
                 .await;
             if self
-                .wait_stopped(&record, Duration::from_secs(timeout as u64))
+                .wait_stopped(&record, Duration::from_secs(timeout))
                 .await
             {
                 return Ok(());
@@ -97,7 +98,7 @@ impl ContainerManager {
     /// ms of their stop signal, and a fixed 50 ms made every StopContainer last
     /// at least that long.
     pub(super) async fn wait_stopped(&self, record: &ContainerRecord, limit: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
+        let deadline = tokio::time::Instant::now() + limit.min(super::durations::MAX_REQUEST_WAIT);
         let mut interval = Duration::from_millis(1);
         loop {
             if !self.is_running(record).await {

@@ -16,10 +16,12 @@ impl From<ContainerError> for Status {
             NotFound { .. } | ImageNotFound { .. } | TargetNotFound { .. } => Code::NotFound,
             AmbiguousId(_) | Spec(_) | CgroupName(_) => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
+            CreateTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
             // its present state on this node: kubelet shows the message.
             TargetInOtherSandbox { .. }
             | TargetNotRunning { .. }
+            | ImageFileTooLarge { .. }
             | CreateFailed { .. }
             | StartFailed { .. }
             | ExecRefused { .. }
