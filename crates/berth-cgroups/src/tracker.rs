@@ -107,14 +107,28 @@ impl ParentTracker {
         for component in rel.split('/').filter(|c| !c.is_empty()) {
             level.push('/');
             level.push_str(component);
-            if self.manager.ensure_parent(&level)? {
-                tracing::info!(parent = %level, "created cgroup parent");
-                created.insert(level.clone());
-                new.push(level.clone());
+            // Recorded before it is made: a berthd killed in between still
+            // knows to remove it (a record of a parent never made is
+            // forgotten when it is found missing).
+            let fresh = !self.manager.exists(&level) && created.insert(level.clone());
+            if fresh {
+                self.save(&created)?;
             }
-        }
-        if !new.is_empty() {
-            self.save(&created)?;
+            match (self.manager.ensure_parent(&level)?, fresh) {
+                (true, _) => {
+                    tracing::info!(parent = %level, "created cgroup parent");
+                    if created.insert(level.clone()) {
+                        self.save(&created)?;
+                    }
+                    new.push(level.clone());
+                }
+                // Someone else made it meanwhile: it is not berth's.
+                (false, true) => {
+                    created.remove(&level);
+                    self.save(&created)?;
+                }
+                (false, false) => {}
+            }
         }
         Ok(new)
     }
