@@ -350,16 +350,17 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
                 .count()
         })
         .unwrap_or(0);
-    let cgroups: usize = cgroup_hierarchies()
+    let cgroup_dirs: Vec<PathBuf> = cgroup_hierarchies()
         .iter()
-        .map(|hierarchy| {
+        .flat_map(|hierarchy| {
             let top = hierarchy.join(harness.cgroup_root.trim_start_matches('/'));
-            cgroup_subtree(&top)
-                .into_iter()
-                .filter(|d| *d != top)
-                .count()
+            cgroup_subtree(&top).into_iter().filter(move |d| *d != top)
         })
-        .sum();
+        .collect();
+    for dir in &cgroup_dirs {
+        eprintln!("chaos: cgroup left: {}", dir.display());
+    }
+    let cgroups = cgroup_dirs.len();
     let dirs: usize = [
         state.join("sandboxes"),
         state.join("containers"),

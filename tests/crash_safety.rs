@@ -32,19 +32,33 @@ fn processes_with(needles: &[&str]) -> Vec<i32> {
     pids
 }
 
-/// Retries `call` while the name is still held by the abandoned call
-/// finishing (and undoing itself) in the background.
-async fn retry_reserved<T, F, Fut>(what: &str, call: F) -> T
+/// Retries `call` while the name is still held by the abandoned call,
+/// which undoes itself in the background once it notices. A call that
+/// finished just as its client gave up cannot know it was abandoned: then
+/// the client finds what it made by name, as kubelet does (`find`).
+async fn retry_reserved<T, F, Fut, G, Gut>(what: &str, call: F, find: G) -> T
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+    G: Fn() -> Gut,
+    Gut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let started = Instant::now();
     loop {
         match call().await {
             Ok(answer) => return answer,
-            Err(status) if status.code() == Code::AlreadyExists && Instant::now() < deadline => {
+            Err(status)
+                if status.code() == Code::AlreadyExists
+                    && started.elapsed() < Duration::from_secs(30) =>
+            {
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                // An abandoned call undoes itself within moments of
+                // finishing; what is still there after seconds stays.
+                if started.elapsed() > Duration::from_secs(3) {
+                    if let Some(found) = find().await {
+                        return found;
+                    }
+                }
             }
             Err(status) => panic!("{what} after a cancel: {status:?}"),
         }
@@ -80,12 +94,27 @@ async fn a_cancelled_run_or_create_leaves_nothing_and_frees_its_name() {
         let pod = match first {
             Ok(answer) => answer.into_inner().pod_sandbox_id,
             Err(_) => {
-                retry_reserved("RunPodSandbox", || async {
-                    harness.client().await.run_pod_sandbox(run()).await
-                })
+                retry_reserved(
+                    "RunPodSandbox",
+                    || async {
+                        let answer = harness.client().await.run_pod_sandbox(run()).await?;
+                        Ok(answer.into_inner().pod_sandbox_id)
+                    },
+                    || async {
+                        let pods = harness
+                            .client()
+                            .await
+                            .list_pod_sandbox(ListPodSandboxRequest::default())
+                            .await
+                            .ok()?
+                            .into_inner()
+                            .items;
+                        pods.into_iter()
+                            .find(|pod| pod.metadata.as_ref().is_some_and(|m| m.name == name))
+                            .map(|pod| pod.id)
+                    },
+                )
                 .await
-                .into_inner()
-                .pod_sandbox_id
             }
         };
         let listed = harness
@@ -115,9 +144,24 @@ async fn a_cancelled_run_or_create_leaves_nothing_and_frees_its_name() {
             cut_short += 1;
         }
         if first.is_err() {
-            retry_reserved("CreateContainer", || async {
-                harness.client().await.create_container(create()).await
-            })
+            retry_reserved(
+                "CreateContainer",
+                || async {
+                    harness.client().await.create_container(create()).await?;
+                    Ok(())
+                },
+                || async {
+                    let listed = harness
+                        .client()
+                        .await
+                        .list_containers(ListContainersRequest::default())
+                        .await
+                        .ok()?
+                        .into_inner()
+                        .containers;
+                    (!listed.is_empty()).then_some(())
+                },
+            )
             .await;
         }
         let containers = harness
