@@ -208,7 +208,7 @@ pub struct StateInfo {
     pub oom_killed: bool,
     /// The shim was gone and berthd killed the container through its
     /// cgroup: how it ended is not known (reason "Unknown", code 255).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unknown: bool,
 }
 
@@ -248,7 +248,7 @@ pub struct ExitRecord {
     pub exited_at: String,
     pub oom_killed: bool,
     /// Written by berthd for a container whose shim was gone.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unknown: bool,
 }
 
