@@ -260,7 +260,10 @@ impl ContainerManager {
             .save(dirs.bundle.join("config.json"))
             .map_err(ContainerError::WriteSpec)?;
         if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
-            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("log dir", err))?;
+            std::fs::create_dir_all(dir).map_err(|source| ContainerError::LogDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
         Ok(SpecOutcome {
             cgroups_path,

@@ -17,6 +17,12 @@ impl CriService {
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
         check_config(&config)?;
+        if let Some(sandbox_config) = &request.sandbox_config {
+            super::sandbox_run::check_log_directory(
+                "sandbox_config.log_directory",
+                &sandbox_config.log_directory,
+            )?;
+        }
         let container_id = self
             .context()
             .containers
