@@ -8,6 +8,7 @@
 mod containers;
 mod debug_target;
 mod failures;
+mod fuzz;
 mod image_pull;
 mod runtime_info;
 mod sandbox;

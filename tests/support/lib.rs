@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cri_fuzz;
 pub mod host;
 pub mod node;
 pub mod pods;
