@@ -1005,7 +1005,10 @@ pub fn command(rng: &mut Rng, world: &mut World) -> Vec<String> {
         4 => vec!["/nonexistent".into()],
         5 => vec![String::new()],
         6 => vec!["true\0".into()],
-        7 => vec!["/bin/true".into(), "x".repeat(200 * 1024)],
+        7 => vec![
+            "/bin/true".into(),
+            "x".repeat(*rng.pick(&[100 * 1024, 200 * 1024])),
+        ],
         8 => vec![format!("/nonexistent/{}", string(rng, world))],
         _ => {
             let mut parts = vec!["/bin/true".to_string()];
