@@ -34,30 +34,41 @@ impl CriService {
     }
 }
 
-/// The kernel's limit on one argument (`MAX_ARG_STRLEN`).
+/// The kernel's limit on one argument or environment string
+/// (`MAX_ARG_STRLEN`).
 const MAX_ARG_BYTES: usize = 128 * 1024;
-/// What an exec's arguments may add up to: well under the shim's 1 MiB
-/// request line and the kernel's argument space.
+/// What a process's arguments (and environment) may add up to: well
+/// under the shim's 1 MiB request line and the kernel's argument space.
 const MAX_CMD_BYTES: usize = 512 * 1024;
 
 /// A command the kernel cannot exec is refused here: one argument over
 /// `MAX_ARG_STRLEN` (E2BIG) left the exec, and with it every later call to
 /// the container's shim, hanging. A NUL cannot be in an argument at all.
 pub(super) fn check_command(cmd: &[String]) -> Result<(), Status> {
-    if let Some(arg) = cmd.iter().find(|arg| arg.len() >= MAX_ARG_BYTES) {
+    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    check_exec_strings("cmd", &args)
+}
+
+/// Strings that become a process's argv or environment (`field` names
+/// them in the error): each under `MAX_ARG_STRLEN`, all together at most
+/// [`MAX_CMD_BYTES`], none with a NUL.
+pub(super) fn check_exec_strings(field: &str, strings: &[&str]) -> Result<(), Status> {
+    if let Some(arg) = strings.iter().find(|arg| arg.len() >= MAX_ARG_BYTES) {
         return Err(Status::invalid_argument(format!(
-            "cmd: an argument of {} bytes is over the kernel's limit of {MAX_ARG_BYTES}",
+            "{field}: a string of {} bytes is over the kernel's limit of {MAX_ARG_BYTES}",
             arg.len()
         )));
     }
-    let total: usize = cmd.iter().map(|arg| arg.len() + 1).sum();
+    let total: usize = strings.iter().map(|arg| arg.len() + 1).sum();
     if total > MAX_CMD_BYTES {
         return Err(Status::invalid_argument(format!(
-            "cmd: {total} bytes of arguments, more than {MAX_CMD_BYTES}"
+            "{field}: {total} bytes in all, more than {MAX_CMD_BYTES}"
         )));
     }
-    if cmd.iter().any(|arg| arg.contains('\0')) {
-        return Err(Status::invalid_argument("cmd: an argument contains NUL"));
+    if strings.iter().any(|arg| arg.contains('\0')) {
+        return Err(Status::invalid_argument(format!(
+            "{field}: a string contains NUL"
+        )));
     }
     Ok(())
 }
