@@ -9,8 +9,8 @@
 //! pods or containers listed, no mounts under berthd's dirs, nothing a
 //! path escape would have made.
 //!
-//! `BERTH_FUZZ_SEED` replays a run (the seed is printed at the start and
-//! with every failure); `BERTH_FUZZ_ITERATIONS` changes how many requests
+//! `BERTH_FUZZ_SEED` generates a run's requests again (the seed is printed
+//! at the start and with every failure; the ids berthd makes still differ); `BERTH_FUZZ_ITERATIONS` changes how many requests
 //! are sent (default 3000).
 
 use std::collections::BTreeMap;
@@ -64,7 +64,9 @@ async fn generated_requests_never_panic_hang_or_answer_unknown() {
         .ok()
         .and_then(|text| text.parse::<usize>().ok())
         .unwrap_or(3000);
-    eprintln!("fuzz: seed {seed} (BERTH_FUZZ_SEED={seed} replays), {iterations} requests");
+    eprintln!(
+        "fuzz: seed {seed} (BERTH_FUZZ_SEED={seed} to generate it again), {iterations} requests"
+    );
 
     let harness = Harness::start().await;
     let scratch = harness.berthd.sandbox.dir.path().join("fuzz");
