@@ -6,8 +6,8 @@
 //! deadline, the process is gone, or `Version` gets no answer), or answers
 //! an error with `Unknown`, or with `Internal` where the input was at
 //! fault. At the end every pod is removed and nothing may be left: no
-//! pods or containers listed, no mounts under berthd's dirs, nothing a
-//! path escape would have made.
+//! pods or containers listed, no shims, no pod or container cgroups, no
+//! mounts under berthd's dirs, nothing a path escape would have made.
 //!
 //! `BERTH_FUZZ_SEED` generates a run's requests again (the seed is printed
 //! at the start and with every failure; the ids berthd makes still differ); `BERTH_FUZZ_ITERATIONS` changes how many requests
@@ -18,8 +18,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use berth_tests::cri_fuzz::{self, Call, Rng, World, RPCS, RPC_NAMES};
-use berth_tests::host::{log_tail, mounts_under};
-use berth_tests::pods::Harness;
+use berth_tests::host::{cgroup_subtree, log_tail, mounts_under};
+use berth_tests::pods::{pids_mentioning, Harness};
 use cri_api::v1::image_service_client::ImageServiceClient;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use cri_api::v1::*;
@@ -560,6 +560,28 @@ async fn check_nothing_left(harness: &Harness, clients: &mut Clients, scratch: &
             "mounts left under {}: {mounts:?}",
             dir.display()
         );
+    }
+    // Shims exit once their containers are removed.
+    let dir = sandbox.dir.path().display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pids_mentioning(&dir).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let shims = pids_mentioning(&dir);
+    assert!(shims.is_empty(), "shims left running: {shims:?}");
+    // No pod or container cgroup (named by its 64-hex id) is left.
+    let root = harness.cgroup_root.trim_start_matches('/');
+    for hierarchy in berth_tests::host::cgroup_hierarchies() {
+        let left: Vec<_> = cgroup_subtree(&hierarchy.join(root))
+            .into_iter()
+            .filter(|cgroup| {
+                cgroup.file_name().is_some_and(|name| {
+                    let name = name.to_string_lossy();
+                    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
+                })
+            })
+            .collect();
+        assert!(left.is_empty(), "cgroups left: {left:?}");
     }
     let mut escaped = Vec::new();
     find_escapes(scratch, &mut escaped);
