@@ -10,6 +10,7 @@ mod containers;
 mod crash_safety;
 mod debug_target;
 mod failures;
+mod fuzz;
 mod hostile;
 mod image_pull;
 mod runtime_info;

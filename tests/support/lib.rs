@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bad_registry;
+pub mod cri_fuzz;
 pub mod host;
 pub mod node;
 pub mod pods;

@@ -352,6 +352,10 @@ fn check_common(parent: &str) -> Result<(), NamingError> {
     if parent.chars().any(char::is_control) {
         return Err(invalid("it must not contain control characters"));
     }
+    // Each component becomes a directory name (NAME_MAX).
+    if parent.split('/').any(|c| c.len() > 255) {
+        return Err(invalid("each of its components must be at most 255 bytes"));
+    }
     Ok(())
 }
 
@@ -530,6 +534,11 @@ mod tests {
             assert!(err.to_string().contains(".."), "{err}");
         }
         assert!(sandbox_cgroup(Driver::Cgroupfs, "/a/./b", "", "abc").is_err());
+        let long = format!("/kubepods/{}", "x".repeat(256));
+        let err = sandbox_cgroup(Driver::Cgroupfs, &long, "", "abc").unwrap_err();
+        assert!(err.to_string().contains("255 bytes"), "{err}");
+        let fits = format!("/kubepods/{}", "x".repeat(255));
+        assert!(sandbox_cgroup(Driver::Cgroupfs, &fits, "", "abc").is_ok());
         assert!(sandbox_cgroup(Driver::Cgroupfs, "/a\nb", "", "abc").is_err());
         // ".." inside a name is not a traversal.
         assert!(sandbox_cgroup(Driver::Cgroupfs, "/a..b", "", "abc").is_ok());

@@ -58,6 +58,30 @@ pub enum PinError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// A sysctl that is not `key=value` with a well-formed key.
+    #[error("{0}")]
+    BadSysctl(String),
+    /// The kernel refused a sysctl: no such key, or a value it rejects.
+    #[error("{what}: {source}")]
+    Sysctl {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+/// The exit status for an error that is the request's rather than the
+/// host's: a sysctl that is malformed or that the kernel refuses. berthd
+/// tells these from host failures by it.
+pub const EXIT_REFUSED: i32 = 2;
+
+impl PinError {
+    /// [`EXIT_REFUSED`] for errors of the request, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PinError::BadSysctl(_) | PinError::Sysctl { .. } => EXIT_REFUSED,
+            PinError::Sys { .. } | PinError::Io { .. } | PinError::Invalid(_) => 1,
+        }
+    }
 }
 
 pub(crate) fn sys(what: impl Into<String>) -> impl FnOnce(nix::Error) -> PinError {

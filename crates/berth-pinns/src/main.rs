@@ -8,7 +8,7 @@ fn main() {
         Ok(infra_pid) => println!("{infra_pid}"),
         Err(err) => {
             eprintln!("berth-pinns: {err}");
-            std::process::exit(1);
+            std::process::exit(err.exit_code());
         }
     }
 }

@@ -16,7 +16,7 @@ pub struct Sysctl {
 pub fn parse(text: &str) -> Result<Sysctl, PinError> {
     let (key, value) = text
         .split_once('=')
-        .ok_or_else(|| PinError::Invalid(format!("sysctl {text:?} is not key=value")))?;
+        .ok_or_else(|| PinError::BadSysctl(format!("sysctl {text:?} is not key=value")))?;
     let key = key.trim();
     if key.is_empty()
         || key.starts_with(['.', '/'])
@@ -24,7 +24,9 @@ pub fn parse(text: &str) -> Result<Sysctl, PinError> {
             .split(['.', '/'])
             .any(|part| part.is_empty() || part == "..")
     {
-        return Err(PinError::Invalid(format!("sysctl name {key:?} is invalid")));
+        return Err(PinError::BadSysctl(format!(
+            "sysctl name {key:?} is invalid"
+        )));
     }
     Ok(Sysctl {
         key: key.to_string(),
@@ -39,7 +41,7 @@ impl Sysctl {
     }
 
     pub fn apply(&self) -> Result<(), PinError> {
-        std::fs::write(self.path(), &self.value).map_err(|source| PinError::Io {
+        std::fs::write(self.path(), &self.value).map_err(|source| PinError::Sysctl {
             what: format!("sysctl {}={}", self.key, self.value),
             source,
         })

@@ -94,7 +94,7 @@ impl HostLookup for OsHost {
     }
 
     fn read_profile(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+        read_profile_file(path)
     }
 
     fn capability_mask(&self) -> u64 {
@@ -301,5 +301,49 @@ mod tests {
         );
         let missing = OsHost.resolve(&dir.path().join("nope")).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
+}
+
+/// The largest seccomp profile berth reads; the default profile is ~30 KiB.
+const MAX_PROFILE_BYTES: u64 = 4 << 20;
+
+/// Reads a Localhost seccomp profile: a regular file of bounded size. A
+/// request may name any path, and `/dev/zero` or a FIFO would otherwise
+/// keep berthd reading (or blocked in `open`) forever.
+fn read_profile_file(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+
+    // Checked before opening: opening a FIFO blocks until it has a writer.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_PROFILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_PROFILE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {MAX_PROFILE_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod profile_tests {
+    use super::*;
+
+    #[test]
+    fn device_nodes_and_fifos_are_not_profiles() {
+        // /dev/zero would be read forever; a FIFO would block in open.
+        let err = read_profile_file(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let dir = std::env::temp_dir();
+        let err = read_profile_file(&dir).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
     }
 }

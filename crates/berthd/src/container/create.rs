@@ -301,7 +301,10 @@ impl ContainerManager {
         berth_atomic_file::write_atomic(&dirs.bundle.join("config.json"), &json, 0o600)
             .map_err(|err| ContainerError::io("writing config.json", err))?;
         if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
-            std::fs::create_dir_all(dir).map_err(|err| ContainerError::io("log dir", err))?;
+            std::fs::create_dir_all(dir).map_err(|source| ContainerError::LogDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
         Ok(SpecOutcome {
             cgroups_path,

@@ -39,6 +39,10 @@ pub enum ContainerError {
     Spec(#[from] berth_spec::SpecError),
     #[error("cgroup: {0}")]
     CgroupName(#[source] Box<NamingError>),
+    /// The directory of the container's log (from the sandbox config's
+    /// `log_directory` and the config's `log_path`) cannot be made.
+    #[error("log directory {path:?}: {source}")]
+    LogDir { path: PathBuf, source: io::Error },
 
     /// The shim could not create the container; the message carries the
     /// shim's reason and where its log is kept.

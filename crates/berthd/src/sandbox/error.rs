@@ -45,6 +45,9 @@ pub enum SandboxError {
         key: String,
         namespace: &'static str,
     },
+    /// A sysctl berth-pinns found malformed or the kernel refused.
+    #[error("linux.sysctls: {stderr}")]
+    SysctlRefused { stderr: String },
     #[error("cannot run {binary}: {source}")]
     PinnsSpawn { binary: PathBuf, source: io::Error },
     #[error("creating pod namespaces failed: {stderr}")]

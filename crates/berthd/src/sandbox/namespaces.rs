@@ -9,6 +9,10 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
 use super::SandboxError;
 
+/// berth-pinns' exit status when a sysctl of the request is malformed or
+/// refused by the kernel (its `EXIT_REFUSED`), as opposed to a host failure.
+const PINNS_REFUSED: i32 = 2;
+
 /// What berth-pinns is asked to make.
 #[derive(Debug, Clone)]
 pub struct PinRequest {
@@ -75,10 +79,11 @@ pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, SandboxEr
         for path in pinned.namespaces.values() {
             unmount(path);
         }
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(SandboxError::PinFailed {
-            stderr: stderr.trim().to_string(),
-        });
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if output.status.code() == Some(PINNS_REFUSED) {
+            return Err(SandboxError::SysctlRefused { stderr });
+        }
+        return Err(SandboxError::PinFailed { stderr });
     }
     let infra = String::from_utf8_lossy(&output.stdout)
         .trim()

@@ -5,6 +5,7 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
+use super::exec_sync::check_exec_strings;
 use super::{require, CriService};
 
 impl CriService {
@@ -17,6 +18,12 @@ impl CriService {
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
         check_config(&config)?;
+        if let Some(sandbox_config) = &request.sandbox_config {
+            super::sandbox_run::check_log_directory(
+                "sandbox_config.log_directory",
+                &sandbox_config.log_directory,
+            )?;
+        }
         let container_id = self
             .context()
             .containers
@@ -42,5 +49,50 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
         .ok_or_else(|| Status::invalid_argument("config.metadata is required"))?;
     require("config.metadata.name", &metadata.name)?;
     let image = config.image.as_ref().map(|image| image.image.as_str());
-    require("config.image.image", image.unwrap_or_default())
+    require("config.image.image", image.unwrap_or_default())?;
+    // The kernel refuses to exec these; the shim's create then hung.
+    let argv: Vec<&str> = config
+        .command
+        .iter()
+        .chain(&config.args)
+        .map(String::as_str)
+        .collect();
+    check_exec_strings("config.command and config.args", &argv)?;
+    let envs: Vec<String> = config
+        .envs
+        .iter()
+        .map(|env| format!("{}={}", env.key, env.value))
+        .collect();
+    let envs: Vec<&str> = envs.iter().map(String::as_str).collect();
+    check_exec_strings("config.envs", &envs)
+}
+
+#[cfg(test)]
+mod tests {
+    use cri_api::v1::{ContainerMetadata, ImageSpec, KeyValue};
+
+    use super::*;
+
+    #[test]
+    fn an_environment_the_kernel_cannot_exec_is_invalid() {
+        let mut config = ContainerConfig {
+            metadata: Some(ContainerMetadata {
+                name: "c".into(),
+                attempt: 0,
+            }),
+            image: Some(ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(check_config(&config).is_ok());
+        config.envs.push(KeyValue {
+            key: "K".into(),
+            value: "v".repeat(128 * 1024),
+        });
+        let err = check_config(&config).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().starts_with("config.envs"), "{err:?}");
+    }
 }

@@ -15,6 +15,7 @@ impl CriService {
         if request.cmd.is_empty() {
             return Err(Status::invalid_argument("cmd is required"));
         }
+        super::exec_sync::check_command(&request.cmd)?;
         check_streams(request.stdin, request.stdout, request.stderr, request.tty)?;
         let container_id = self.require_running(&request.container_id).await?;
         let url = self

@@ -13,6 +13,7 @@ impl From<ContainerError> for Status {
         use ContainerError::*;
         let code = match &err {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
+            LogDir { source, .. } => log_dir_code(source),
             NotFound { .. } | ImageNotFound { .. } | TargetNotFound { .. } => Code::NotFound,
             AmbiguousId(_) | Spec(_) | CgroupName(_) => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
@@ -45,6 +46,20 @@ impl From<ContainerError> for Status {
     }
 }
 
+/// A log directory the request names that cannot be a directory (a file
+/// on its path, a name too long) is the request's fault; running out of
+/// space or a read-only disk is the host's.
+fn log_dir_code(err: &std::io::Error) -> Code {
+    use std::io::ErrorKind::*;
+    match err.kind() {
+        NotADirectory | AlreadyExists | InvalidInput | InvalidFilename | IsADirectory => {
+            Code::InvalidArgument
+        }
+        PermissionDenied => Code::FailedPrecondition,
+        _ => Code::Internal,
+    }
+}
+
 impl From<SandboxError> for Status {
     fn from(err: SandboxError) -> Self {
         sandbox_code(&err).with(&err)
@@ -59,7 +74,8 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | UnknownRuntimeHandler { .. }
         | CgroupParentName(_)
         | SysctlNotNamespaced { .. }
-        | SysctlOfHostNamespace { .. } => Code::InvalidArgument,
+        | SysctlOfHostNamespace { .. }
+        | SysctlRefused { .. } => Code::InvalidArgument,
         NameReserved { .. } => Code::AlreadyExists,
         NetworkNotReady(_) => Code::FailedPrecondition,
         CgroupParent { .. }
@@ -113,6 +129,21 @@ mod tests {
         }
         assert!(elsewhere.message().contains("another pod sandbox"));
         assert!(stopped.message().contains("not running"));
+    }
+
+    #[test]
+    fn a_log_directory_under_a_file_is_an_invalid_argument() {
+        let status = Status::from(ContainerError::LogDir {
+            path: "/var/log/pods/file/sub".into(),
+            source: std::io::Error::from_raw_os_error(nix::libc::ENOTDIR),
+        });
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert!(status.message().contains("/var/log/pods/file/sub"));
+        let status = Status::from(ContainerError::LogDir {
+            path: "/var/log/pods/x".into(),
+            source: std::io::Error::from_raw_os_error(nix::libc::ENOSPC),
+        });
+        assert_eq!(status.code(), Code::Internal);
     }
 
     #[test]

@@ -70,6 +70,13 @@ fn registry_auth(auth: Option<&AuthConfig>) -> Result<RegistryAuth, Status> {
         ));
     }
     if !auth.registry_token.is_empty() {
+        // It goes into an `Authorization: Bearer` header, which the client
+        // library builds with an unwrap: a newline or non-ASCII would panic.
+        if !auth.registry_token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Status::invalid_argument(
+                "auth.registry_token must be printable ASCII without spaces",
+            ));
+        }
         return Ok(RegistryAuth::Bearer(auth.registry_token.clone()));
     }
     if !auth.identity_token.is_empty() {
@@ -90,8 +97,13 @@ fn pull_status(err: PullError) -> Status {
         PullError::Resolve {
             not_found: true, ..
         } => Status::not_found(message),
-        PullError::Store(_) => Status::internal(message),
-        _ => Status::unknown(message),
+        // No registry answered (refused, unreachable, timed out), or one
+        // failed mid-transfer: worth retrying, as UNAVAILABLE says.
+        PullError::Resolve { .. } | PullError::Fetch { .. } => Status::unavailable(message),
+        PullError::NoMatchingPlatform { .. } => Status::not_found(message),
+        // The registry served something that is not a valid image.
+        PullError::BadContent { .. } => Status::failed_precondition(message),
+        PullError::Unpack { .. } | PullError::Store(_) => Status::internal(message),
     }
 }
 
@@ -155,6 +167,10 @@ mod tests {
         assert!(
             matches!(registry_auth(Some(&auth)).unwrap(), RegistryAuth::Bearer(t) if t == "tok")
         );
+        let auth = config(|a| a.registry_token = "tok\nen".into());
+        let err = registry_auth(Some(&auth)).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("registry_token"));
         let auth = config(|a| a.identity_token = "refresh".into());
         let err = registry_auth(Some(&auth)).unwrap_err();
         assert!(err.message().contains("identity_token"));
@@ -168,5 +184,15 @@ mod tests {
             not_found: true,
         };
         assert_eq!(pull_status(err).code(), tonic::Code::NotFound);
+    }
+
+    #[test]
+    fn an_unreachable_registry_is_unavailable_not_unknown() {
+        let err = PullError::Resolve {
+            reference: "127.0.0.1:1/x:latest".into(),
+            failures: vec![("127.0.0.1:1".into(), "connection refused".into())],
+            not_found: false,
+        };
+        assert_eq!(pull_status(err).code(), tonic::Code::Unavailable);
     }
 }

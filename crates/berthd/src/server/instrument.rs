@@ -70,7 +70,10 @@ where
         let metrics = self.metrics.clone();
         Box::pin(async move {
             let started = Instant::now();
-            let result = call.await;
+            let mut result = call.await;
+            if let Ok(response) = &mut result {
+                bound_message(response.headers_mut());
+            }
             let (code, message) = match &result {
                 Ok(response) => (
                     grpc_code(response.headers()),
@@ -155,6 +158,49 @@ fn percent_decode(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The longest status message sent, in bytes. Messages quote the
+/// request's ids and paths, and a message is a header: one quoting a 64 KiB
+/// id exceeded the client's header list limit (16 KiB in hyper and
+/// grpc-go), which failed that call and reset the whole connection.
+const MAX_MESSAGE_BYTES: usize = 2048;
+
+/// Shortens `grpc-message` to [`MAX_MESSAGE_BYTES`] (before encoding),
+/// saying how long it was.
+fn bound_message(headers: &mut http::HeaderMap) {
+    let Some(value) = headers.get("grpc-message") else {
+        return;
+    };
+    // Encoding only lengthens: a short header holds a short message.
+    if value.len() <= MAX_MESSAGE_BYTES {
+        return;
+    }
+    let message = percent_decode(value.as_bytes());
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return;
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let short = format!("{}... ({} bytes)", &message[..end], message.len());
+    if let Ok(value) = http::HeaderValue::from_str(&percent_encode(&short)) {
+        headers.insert("grpc-message", value);
+    }
+}
+
+/// gRPC's message encoding: bytes outside printable ASCII, and `%`, as `%XX`.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// Codes that mean berth (or the host) failed, not the caller.
 fn is_server_fault(code: &str) -> bool {
     matches!(
@@ -194,6 +240,29 @@ mod tests {
         );
         assert_eq!(grpc_message(&headers), "creating c1: \"x\"é 100%");
         assert_eq!(percent_decode(b"%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_fit_in_a_header() {
+        let id = format!("{}é", "x".repeat(64 * 1024));
+        let status = tonic::Status::not_found(format!("container {id:?} not found"));
+        let mut headers = status.into_http::<()>().headers().clone();
+        bound_message(&mut headers);
+        let message = grpc_message(&headers);
+        assert!(message.starts_with("container \"xxx"), "{message}");
+        assert!(message.ends_with(&format!("... ({} bytes)", id.len() + 22)));
+        assert!(headers["grpc-message"].len() < 3 * 1024);
+        assert_eq!(
+            percent_decode(percent_encode("a b%é\n").as_bytes()),
+            "a b%é\n"
+        );
+        // Short ones are left as they are.
+        let mut headers = tonic::Status::not_found("c1")
+            .into_http::<()>()
+            .headers()
+            .clone();
+        bound_message(&mut headers);
+        assert_eq!(grpc_message(&headers), "c1");
     }
 
     #[test]
