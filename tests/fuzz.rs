@@ -122,6 +122,14 @@ async fn generated_requests_never_panic_hang_or_answer_unknown() {
         let rpc = RPC_NAMES[which];
         let call = cri_fuzz::generate(&mut rng, &mut world, which);
         let described = describe(&call);
+        // The stored config of the pod a create goes into, for hangs.
+        let target_pod = match &call {
+            Call::CreateContainer(request) => world
+                .pod_configs
+                .get(&request.pod_sandbox_id)
+                .map(|config| truncate(&format!("{config:?}"), 4000)),
+            _ => None,
+        };
         let run_config = match &call {
             Call::RunPodSandbox(request) => request.config.clone(),
             _ => None,
@@ -152,7 +160,8 @@ async fn generated_requests_never_panic_hang_or_answer_unknown() {
             }
             Outcome::Hung => {
                 panic!(
-                    "seed {seed} request #{i} {rpc}: no answer within {DEADLINE:?} (berthd hung)\n  request: {described}\nberthd log:\n{}",
+                    "seed {seed} request #{i} {rpc}: no answer within {DEADLINE:?} (berthd hung)\n  request: {described}\n  its pod was run with: {}\nberthd log:\n{}",
+                    target_pod.unwrap_or_default(),
                     log_tail(&harness.berthd)
                 );
             }
