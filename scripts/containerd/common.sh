@@ -1,4 +1,5 @@
-# Shared by scripts/containerd/start.sh and stop.sh; not meant to be run.
+# Shared by scripts/containerd/start.sh, stop.sh and critest.sh; not meant
+# to be run.
 # shellcheck shell=bash
 
 log() { echo "containerd: $*" >&2; }
@@ -7,7 +8,10 @@ die() {
   exit 1
 }
 
-export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}"
+# The pinned containerd, ctr, shim and runc (scripts/containerd/install.sh)
+# come first, so that every containerd, ctr and runc below is that one.
+CONTAINERD_BIN="$(bash "$(dirname "${BASH_SOURCE[0]}")/install.sh" --dir)"
+export PATH="$CONTAINERD_BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}"
 
 # set_paths DIR: the layout of a containerd instance in DIR.
 set_paths() {

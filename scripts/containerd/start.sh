@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Starts Debian's containerd (1.6.20) + runc as a comparison runtime for
-# critest and benchmarks, self-contained in DIR:
+# Starts containerd + runc at the versions pinned in
+# scripts/containerd/install.sh (built from the Go module proxy when missing)
+# as a comparison runtime for critest and benchmarks, self-contained in DIR:
 #
 #   scripts/containerd/start.sh DIR     (then: scripts/containerd/stop.sh DIR)
 #
 # CRI endpoint: unix://DIR/containerd.sock. Layout of DIR: config.toml,
-# containerd.{pid,log,sock}, root/, state/ (netns mounts too), runc/ (runc
-# state), opt/, certs.d/<host>/hosts.toml, cni/net.d/ and cni/ipam/.
+# containerd.{pid,log,sock,sock.ttrpc}, root/, state/ (pod netns mounts and
+# NRI's socket too), runc/ (runc state), opt/, nri/ (an empty plugin dir),
+# certs.d/<host>/hosts.toml, cni/net.d/ and cni/ipam/.
 # Idempotent: if containerd already runs from DIR, it only checks it answers.
 #
-# Configuration (see /work/shared/CONFORMANCE.md, "containerd as the
-# comparison"): sandbox_image registry.k8s.io/pause:3.9 (pulled through the
-# mirror), snapshotter overlayfs, runc with SystemdCgroup = false,
-# restrict_oom_score_adj = true, stream server on 127.0.0.1, CNI plugins from
-# /usr/lib/cni with a bridge + portmap network of its own, and registry.k8s.io,
-# k8s.gcr.io, gcr.io, public.ecr.aws and docker.io mirrored to the local
-# registry through certs.d/<host>/hosts.toml.
+# Configuration (config version 4; see /work/shared/BASELINE.md): sandbox
+# image registry.k8s.io/pause:3.9 (pinned, pulled through the mirror),
+# snapshotter overlayfs, runc (the pinned build) with SystemdCgroup = false,
+# restrict_oom_score_adj = true (root here lacks CAP_SYS_RESOURCE), stream
+# server on 127.0.0.1, CNI plugins from /usr/lib/cni with a bridge + portmap
+# network of its own, and registry.k8s.io, k8s.gcr.io, gcr.io,
+# public.ecr.aws and docker.io mirrored to the local registry through
+# certs.d/<host>/hosts.toml. Shim sockets still go to /run/containerd/s/
+# (named by a hash of the socket path, so instances do not collide).
 #
 # Environment:
 #   BERTH_REGISTRY               mirror registry host:port (default localhost:5000)
@@ -46,9 +50,8 @@ CNI_BIN_DIR=/usr/lib/cni
 
 # ---------------------------------------------------------------- packages
 
+bash "$(dirname "${BASH_SOURCE[0]}")/install.sh" >/dev/null
 missing=()
-command -v containerd >/dev/null || missing+=(containerd)
-command -v runc >/dev/null || missing+=(runc)
 [[ -x "$CNI_BIN_DIR/bridge" && -x "$CNI_BIN_DIR/portmap" && -x "$CNI_BIN_DIR/host-local" ]] ||
   missing+=(containernetworking-plugins)
 command -v iptables >/dev/null || missing+=(iptables)
@@ -84,13 +87,13 @@ curl -fsS -o /dev/null --max-time 2 "http://$REGISTRY/v2/" 2>/dev/null ||
 
 # ---------------------------------------------------------------- configuration
 
-mkdir -p "$DIR/root" "$DIR/state" "$DIR/runc" "$DIR/opt" "$DIR/certs.d" \
+mkdir -p "$DIR/root" "$DIR/state" "$DIR/runc" "$DIR/opt" "$DIR/nri" "$DIR/certs.d" \
   "$DIR/cni/net.d" "$DIR/cni/ipam"
 
 for host in "${MIRRORED_HOSTS[@]}" "$REGISTRY"; do
   mkdir -p "$DIR/certs.d/$host"
-  # Both the server and the host table: without the latter containerd 1.6.20
-  # rejects the file and silently pulls from the real registry.
+  # Both the server and the host table: without the latter some containerd
+  # releases reject the file and silently pull from the real registry.
   cat >"$DIR/certs.d/$host/hosts.toml" <<EOF
 server = "http://$REGISTRY"
 
@@ -133,7 +136,7 @@ EOF
 fi
 
 cat >"$CONFIG" <<EOF
-version = 2
+version = 4
 root = "$DIR/root"
 state = "$DIR/state"
 oom_score = 0
@@ -142,56 +145,68 @@ disabled_plugins = [
   "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper",
   "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.erofs",
 ]
-
-[grpc]
-  address = "$SOCK"
-
-[ttrpc]
-  address = "$SOCK.ttrpc"
 
 [debug]
   level = "$LOG_LEVEL"
 
-[metrics]
-  address = ""
-
 [plugins]
-  [plugins."io.containerd.internal.v1.opt"]
+  [plugins.'io.containerd.server.v1.grpc']
+    address = "$SOCK"
+
+  [plugins.'io.containerd.server.v1.ttrpc']
+    address = "$SOCK.ttrpc"
+
+  [plugins.'io.containerd.internal.v1.opt']
     path = "$DIR/opt"
 
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "$SANDBOX_IMAGE"
-    stream_server_address = "127.0.0.1"
-    stream_server_port = "0"
+  [plugins.'io.containerd.nri.v1.nri']
+    socket_path = "$DIR/state/nri.sock"
+    plugin_path = "$DIR/nri"
+    plugin_config_path = "$DIR/nri"
+
+  [plugins.'io.containerd.transfer.v1.local']
+    config_path = "$DIR/certs.d"
+
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "$SANDBOX_IMAGE"
+
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = "$DIR/certs.d"
+
+  [plugins.'io.containerd.cri.v1.runtime']
     enable_selinux = false
     restrict_oom_score_adj = true
     netns_mounts_under_state_dir = true
-    systemd_cgroup = false
 
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = "runc"
 
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
         runtime_type = "io.containerd.runc.v2"
 
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "$CONTAINERD_BIN/runc"
           SystemdCgroup = false
           Root = "$DIR/runc"
 
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "$CNI_BIN_DIR"
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["$CNI_BIN_DIR"]
       conf_dir = "$DIR/cni/net.d"
       max_conf_num = 1
 
-    [plugins."io.containerd.grpc.v1.cri".registry]
-      config_path = "$DIR/certs.d"
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
 EOF
 
 # ---------------------------------------------------------------- start
 
-setsid containerd --config "$CONFIG" </dev/null >>"$LOGFILE" 2>&1 &
+setsid "$CONTAINERD_BIN/containerd" --config "$CONFIG" </dev/null >>"$LOGFILE" 2>&1 &
 pid=$!
 echo "$pid" >"$PIDFILE"
 
