@@ -48,7 +48,7 @@ cleanup() {
   local status=$?
   if [[ -n "$berthd_pid" ]] && kill -0 "$berthd_pid" 2>/dev/null; then
     # Pods and containers outlive berthd by design: remove them first.
-    crictl --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 || true
+    crictl --timeout 60s --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 || true
     stop_pid "$berthd_pid" berthd
   fi
   bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1 || true

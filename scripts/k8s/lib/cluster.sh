@@ -237,7 +237,7 @@ stop_cluster() {
   for ((i = ${#STARTED_PIDS[@]} - 1; i >= 0; i--)); do
     read -r pid name <<<"${STARTED_PIDS[$i]}"
     if [[ "$name" == berthd ]] && kill -0 "$pid" 2>/dev/null; then
-      crictl --runtime-endpoint "unix://$WORK/berth.sock" rmp --all --force >/dev/null 2>&1 ||
+      crictl --timeout 60s --runtime-endpoint "unix://$WORK/berth.sock" rmp --all --force >/dev/null 2>&1 ||
         log "crictl rmp --all failed; pods may be left in berthd's state"
     fi
     stop_pid "$pid" "$name"

@@ -40,7 +40,7 @@ start)
   ;;
 stop)
   pid="$(recorded_pid "$work/berthd.pid" berthd)" || exit 0
-  crictl --runtime-endpoint "unix://$sock" rmp --all --force >/dev/null 2>&1 || true
+  crictl --timeout 60s --runtime-endpoint "unix://$sock" rmp --all --force >/dev/null 2>&1 || true
   stop_pid "$pid" berthd
   ip link del berth-g0 2>/dev/null || true
   ;;
