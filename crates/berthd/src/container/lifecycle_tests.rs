@@ -380,6 +380,17 @@ async fn a_container_needs_its_pod_and_image() {
     assert_no_trace(&f, "missing");
 }
 
+/// A pod "web" and a container `name` in it: their ids.
+async fn pod_and_container(f: &Fixture, name: &str) -> (String, String) {
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container(name), None)
+        .await
+        .expect("create");
+    (pod_id, id)
+}
+
 #[tokio::test]
 async fn recovery_undoes_a_create_that_left_no_record() {
     let f = fixture().await;
@@ -414,12 +425,7 @@ async fn recovery_undoes_a_create_that_left_no_record() {
 #[tokio::test]
 async fn recovery_sweeps_what_a_removal_cut_short_left() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let (_, id) = pod_and_container(&f, "app").await;
     let record = f.manager.get(&id).await.expect("record");
     // The bundle (with the record) went to the trash; the rest did not.
     std::fs::remove_dir_all(&record.bundle).expect("rm");
@@ -432,12 +438,7 @@ async fn recovery_sweeps_what_a_removal_cut_short_left() {
 #[tokio::test]
 async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgroup() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let (_, id) = pod_and_container(&f, "app").await;
     f.manager.start(&id).await.expect("start");
     let record = f.manager.get(&id).await.expect("record");
     f.pods.cgroups.create(record.cgroup_dir()).expect("cgroup");

@@ -56,15 +56,10 @@ impl ContainerManager {
     async fn delete_without_shim(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
         self.shims.kill_unrecorded(&record.shim_dir).await;
         self.kill_cgroup(record).await?;
-        let cgroups = self.sandboxes.cgroups.clone();
-        let path = record.cgroup_dir().to_string();
-        tokio::task::spawn_blocking(move || cgroups.remove(&path))
-            .await
-            .map_err(|err| ContainerError::Task {
-                what: "removing a cgroup",
-                source: err,
-            })?
-            .map_err(|err| ContainerError::Cgroup(Box::new(err)))?;
+        self.on_cgroup(record, "removing a cgroup", |cgroups, path| {
+            cgroups.remove(path)
+        })
+        .await?;
         match std::fs::remove_dir_all(self.runtime_root.join(&record.id)) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(ContainerError::io(
                 "removing the container's runtime state",

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use berth_cgroups::{CgroupError, CgroupManager};
 use berth_shim_api::protocol::{Request, RunState, SignalArg};
 use nix::sys::signal::Signal;
 
@@ -82,14 +83,25 @@ impl ContainerManager {
     /// Kills every process in the container's cgroup, waiting until none
     /// is left.
     pub(super) async fn kill_cgroup(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        self.on_cgroup(record, "killing a cgroup", |cgroups, path| {
+            cgroups.kill(path)
+        })
+        .await
+    }
+
+    /// Runs `op` on the container's cgroup through the driver's manager (it
+    /// waits and may talk to systemd: on a blocking thread).
+    pub(super) async fn on_cgroup(
+        &self,
+        record: &ContainerRecord,
+        what: &'static str,
+        op: impl FnOnce(&dyn CgroupManager, &str) -> Result<(), CgroupError> + Send + 'static,
+    ) -> Result<(), ContainerError> {
         let cgroups = self.sandboxes.cgroups.clone();
         let path = record.cgroup_dir().to_string();
-        tokio::task::spawn_blocking(move || cgroups.kill(&path))
+        tokio::task::spawn_blocking(move || op(cgroups.as_ref(), &path))
             .await
-            .map_err(|err| ContainerError::Task {
-                what: "killing a cgroup",
-                source: err,
-            })?
+            .map_err(|err| ContainerError::Task { what, source: err })?
             .map_err(|err| ContainerError::Cgroup(Box::new(err)))
     }
 
