@@ -21,16 +21,9 @@ APT_PACKAGES=(
 
 log() { echo "install-deps: $*" >&2; }
 
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  log "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=lib/apt.sh
+source "$(dirname "$0")/lib/apt.sh"
+apt_install_missing install-deps "${APT_PACKAGES[@]}"
 
 mkdir -p "$TOOLS_BIN"
 

@@ -43,16 +43,9 @@ fi
 export PATH="/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}"
 command -v go >/dev/null || die "go not found"
 # runc's seccomp support links libseccomp through cgo; jq reads go's answers.
-missing=()
-for pkg in libseccomp-dev pkg-config gcc libc6-dev jq; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  log "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+# shellcheck source=../lib/apt.sh
+source "$(dirname "$0")/../lib/apt.sh"
+apt_install_missing containerd-install libseccomp-dev pkg-config gcc libc6-dev jq
 
 mkdir -p "$BIN"
 # Two runs at once would build twice and race on the install; one waits.
