@@ -311,26 +311,57 @@ const MAX_PROFILE_BYTES: u64 = 4 << 20;
 /// request may name any path, and `/dev/zero` or a FIFO would otherwise
 /// keep berthd reading (or blocked in `open`) forever.
 fn read_profile_file(path: &Path) -> io::Result<String> {
-    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
 
-    // Checked before opening: opening a FIFO blocks until it has a writer.
-    if !std::fs::metadata(path)?.is_file() {
-        return Err(io::Error::new(
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    match read_regular(file, MAX_PROFILE_BYTES)? {
+        Regular::Read(bytes) => {
+            String::from_utf8(bytes).map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))
+        }
+        Regular::NotRegular => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
-        ));
-    }
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(MAX_PROFILE_BYTES + 1)
-        .read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_PROFILE_BYTES {
-        return Err(io::Error::new(
+        )),
+        Regular::TooLarge(_) => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("larger than {MAX_PROFILE_BYTES} bytes"),
-        ));
+        )),
     }
-    Ok(text)
+}
+
+/// What [`read_regular`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Regular {
+    Read(Vec<u8>),
+    /// A FIFO, device, directory or socket: not read.
+    NotRegular,
+    /// More than the cap, with the size seen.
+    TooLarge(u64),
+}
+
+/// Reads an open file that a request or an image named, but only if it is
+/// a regular file (checked on the fd, so nothing can be swapped in after
+/// the check) and at most `cap` bytes of it (it may grow after the
+/// check). Open it with `O_NONBLOCK`, so a FIFO cannot block the open.
+pub fn read_regular(file: std::fs::File, cap: u64) -> io::Result<Regular> {
+    use std::io::Read;
+
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(Regular::NotRegular);
+    }
+    if meta.len() > cap {
+        return Ok(Regular::TooLarge(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Ok(Regular::TooLarge(bytes.len() as u64));
+    }
+    Ok(Regular::Read(bytes))
 }
 
 #[cfg(test)]
@@ -345,5 +376,10 @@ mod profile_tests {
         let dir = std::env::temp_dir();
         let err = read_profile_file(&dir).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let fifo = dir.join(format!("berth-spec-fifo-{}", std::process::id()));
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = read_profile_file(&fifo);
+        let _ = std::fs::remove_file(&fifo);
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidInput);
     }
 }

@@ -8,11 +8,11 @@
 //! a regular file above [`MAX_IMAGE_FILE_BYTES`] is an error, since ignoring
 //! it would silently run with the wrong user or groups.
 
-use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use berth_spec::host::Regular;
 use nix::fcntl::OFlag;
 
 use super::ContainerError;
@@ -75,39 +75,22 @@ pub fn read_image_file(rootfs: &Path, relative: &str) -> Result<Option<String>, 
             return Ok(None);
         }
     };
-    let meta = file
-        .metadata()
-        .map_err(|err| ContainerError::io(format!("image file /{relative}"), err))?;
-    if !meta.is_file() {
-        tracing::warn!(
-            file = relative,
-            "image file is not a regular file; treated as absent"
-        );
-        return Ok(None);
-    }
-    if meta.len() > MAX_IMAGE_FILE_BYTES {
-        return Err(too_large(relative, meta.len()));
-    }
-    read_capped(file, relative).map(Some)
-}
-
-/// Reads at most the cap (the file may grow after the fstat).
-fn read_capped(file: File, relative: &str) -> Result<String, ContainerError> {
-    let mut bytes = Vec::new();
-    file.take(MAX_IMAGE_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|err| ContainerError::io(format!("reading image file /{relative}"), err))?;
-    if bytes.len() as u64 > MAX_IMAGE_FILE_BYTES {
-        return Err(too_large(relative, bytes.len() as u64));
-    }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-fn too_large(relative: &str, size: u64) -> ContainerError {
-    ContainerError::ImageFileTooLarge {
-        path: format!("/{relative}"),
-        size,
-        cap: MAX_IMAGE_FILE_BYTES,
+    match berth_spec::host::read_regular(file, MAX_IMAGE_FILE_BYTES)
+        .map_err(|err| ContainerError::io(format!("reading image file /{relative}"), err))?
+    {
+        Regular::Read(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Regular::NotRegular => {
+            tracing::warn!(
+                file = relative,
+                "image file is not a regular file; treated as absent"
+            );
+            Ok(None)
+        }
+        Regular::TooLarge(size) => Err(ContainerError::ImageFileTooLarge {
+            path: format!("/{relative}"),
+            size,
+            cap: MAX_IMAGE_FILE_BYTES,
+        }),
     }
 }
 
@@ -154,7 +137,7 @@ mod tests {
     #[test]
     fn a_huge_file_is_an_error_naming_it() {
         let dir = rootfs();
-        let file = File::create(dir.path().join("etc/passwd")).unwrap();
+        let file = std::fs::File::create(dir.path().join("etc/passwd")).unwrap();
         file.set_len(100 << 20).unwrap();
         let err = read_image_file(dir.path(), "etc/passwd").unwrap_err();
         let text = err.to_string();
