@@ -8,12 +8,8 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-
-use crate::sandbox::process::{identify, is_alive};
+use crate::sandbox::process::{identify, kill_all_and_wait};
 use crate::sandbox::store::InfraProcess;
 
 /// Live processes running `binary` (the file name of argv[0]) with the
@@ -51,18 +47,7 @@ pub fn rooted_at(root: &Path) -> Vec<i32> {
 /// 5 s for all of them to be gone.
 pub async fn kill_and_wait(pids: &[i32]) {
     let found: Vec<InfraProcess> = pids.iter().filter_map(|pid| identify(*pid)).collect();
-    for process in &found {
-        if is_alive(process) {
-            let _ = kill(Pid::from_raw(process.pid), Signal::SIGKILL);
-        }
-    }
-    for _ in 0..500 {
-        if !found.iter().any(is_alive) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tracing::warn!(?pids, "processes still alive 5 s after SIGKILL");
+    kill_all_and_wait(&found).await
 }
 
 fn live_pids() -> Vec<i32> {
@@ -78,6 +63,8 @@ fn live_pids() -> Vec<i32> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]

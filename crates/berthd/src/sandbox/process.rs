@@ -35,23 +35,27 @@ pub fn is_alive(process: &InfraProcess) -> bool {
 /// SIGKILLs the process if it is still the recorded one, and waits until it
 /// is gone (or a zombie its new parent will reap).
 pub async fn kill_and_wait(process: &InfraProcess) {
-    if !is_alive(process) {
-        return;
-    }
-    if let Err(err) = kill(Pid::from_raw(process.pid), Signal::SIGKILL) {
-        tracing::warn!(pid = process.pid, error = %err, "kill infra process");
-        return;
+    kill_all_and_wait(std::slice::from_ref(process)).await
+}
+
+/// SIGKILLs each process that is still the recorded one, and waits up to
+/// 5 s until all of them are gone (or zombies their new parents will reap).
+pub async fn kill_all_and_wait(processes: &[InfraProcess]) {
+    let mut killed = Vec::new();
+    for process in processes.iter().filter(|process| is_alive(process)) {
+        match kill(Pid::from_raw(process.pid), Signal::SIGKILL) {
+            Ok(()) => killed.push(process),
+            Err(err) => tracing::warn!(pid = process.pid, error = %err, "kill process"),
+        }
     }
     for _ in 0..500 {
-        if !is_alive(process) {
+        if !killed.iter().any(|process| is_alive(process)) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tracing::warn!(
-        pid = process.pid,
-        "infra process still alive 5 s after SIGKILL"
-    );
+    let pids: Vec<i32> = killed.iter().map(|process| process.pid).collect();
+    tracing::warn!(?pids, "processes still alive 5 s after SIGKILL");
 }
 
 /// Sets a process's oom_score_adj, raised to berthd's own when the host
