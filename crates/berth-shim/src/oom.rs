@@ -108,10 +108,7 @@ impl OomProbe {
 
     /// The counter now, from the first file that has one.
     pub fn oom_kills(&self) -> Option<u64> {
-        self.files
-            .iter()
-            .filter_map(|f| fs::read_to_string(f).ok())
-            .find_map(|text| parse_oom_kill(&text))
+        self.files.iter().find_map(|file| read_oom_kill(file))
     }
 
     /// Starts watching the v2 `memory.events` (the first one that exists);
@@ -145,8 +142,7 @@ impl OomProbe {
     }
 
     fn read_parent(&self) -> Option<u64> {
-        let text = fs::read_to_string(self.parent.as_ref()?).ok()?;
-        parse_oom_kill(&text)
+        read_oom_kill(self.parent.as_ref()?)
     }
 
     /// The watch's fd, readable when the counter file changed.
@@ -192,6 +188,11 @@ impl OomProbe {
         self.lost
             && matches!((self.parent_seen, self.read_parent()), (Some(then), Some(now)) if now > then)
     }
+}
+
+/// The `oom_kill` counter in `file`; none if it cannot be read or has none.
+fn read_oom_kill(file: &Path) -> Option<u64> {
+    parse_oom_kill(&fs::read_to_string(file).ok()?)
 }
 
 /// The value of the `oom_kill` line of `memory.oom_control` or
