@@ -10,6 +10,7 @@ use super::rootfs::RootfsPaths;
 use super::trash::TRASH_DIR;
 use super::ContainerManager;
 use crate::recovery::intent::{self, ContainerIntent};
+use crate::recovery::remove_tree;
 
 impl ContainerManager {
     /// Undoes unfinished creates and sweeps unnamed leftovers; returns how
@@ -31,7 +32,7 @@ impl ContainerManager {
             // Never delete through a rootfs that is still mounted: that
             // would delete the image's layers.
             if unmounted {
-                remove_dir(&bundle);
+                remove_tree(&bundle);
             }
             undone += 1;
         }
@@ -68,7 +69,7 @@ impl ContainerManager {
         tracing::info!(container = %intent.id, "recovery: undoing a create that never finished");
         self.shims.kill_unrecorded(&intent.shim_dir).await;
         self.remove_cgroup_of_unrecorded(&intent.cgroup_path);
-        remove_dir(&self.runtime_root.join(&intent.id));
+        remove_tree(&self.runtime_root.join(&intent.id));
         if let Err(err) = self
             .mounts
             .unmount(&RootfsPaths::new(&intent.layer_dir, &intent.bundle))
@@ -76,8 +77,8 @@ impl ContainerManager {
             tracing::warn!(container = %intent.id, error = %err, "recovery: unmount rootfs");
             return false;
         }
-        remove_dir(&intent.layer_dir);
-        remove_dir(&intent.shim_dir);
+        remove_tree(&intent.layer_dir);
+        remove_tree(&intent.shim_dir);
         true
     }
 
@@ -118,7 +119,7 @@ impl ContainerManager {
             if !shim_dirs.contains(&dir) {
                 tracing::info!(dir = %dir.display(), "recovery: shim dir no container names");
                 self.shims.kill_unrecorded(&dir).await;
-                remove_dir(&dir);
+                remove_tree(&dir);
                 swept += 1;
             }
         }
@@ -130,7 +131,7 @@ impl ContainerManager {
                     .is_some_and(|id| ids.contains(id));
                 if !named {
                     tracing::info!(dir = %dir.display(), "recovery: dir no container names");
-                    remove_dir(&dir);
+                    remove_tree(&dir);
                     swept += 1;
                 }
             }
@@ -151,12 +152,4 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn remove_dir(dir: &Path) {
-    if let Err(err) = std::fs::remove_dir_all(dir) {
-        if err.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(dir = %dir.display(), error = %err, "recovery: remove dir");
-        }
-    }
 }

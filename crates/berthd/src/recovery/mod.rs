@@ -44,6 +44,16 @@ pub struct Recovered {
     pub orphans: usize,
 }
 
+/// Removes a directory recovery found unused; gone already is fine, and a
+/// failure is reported, not fatal: the other leftovers still matter.
+pub(crate) fn remove_tree(dir: &std::path::Path) {
+    if let Err(err) = std::fs::remove_dir_all(dir) {
+        if err.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %err, "recovery: remove dir");
+        }
+    }
+}
+
 /// Undoes every create that never finished and sweeps what removals cut
 /// short left: containers first (their processes live in their pod's
 /// cgroup), then sandboxes, then cgroup parents left empty.

@@ -8,6 +8,7 @@ use berth_network::cni::NetworkConfigList;
 
 use super::SandboxManager;
 use crate::recovery::intent::{self, SandboxIntent};
+use crate::recovery::remove_tree;
 
 impl SandboxManager {
     /// Undoes unfinished runs and releases unnamed pins; returns how many
@@ -25,9 +26,7 @@ impl SandboxManager {
                     continue;
                 }
             }
-            if let Err(err) = remove_dir_all(&dir) {
-                tracing::warn!(sandbox = %id, error = %err, "recovery: sandbox dir");
-            }
+            remove_tree(&dir);
             undone += 1;
         }
         (undone, self.release_unnamed_pins())
@@ -121,12 +120,4 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
         .unwrap_or_default()
-}
-
-/// Removes a sandbox dir; gone already is fine.
-fn remove_dir_all(dir: &Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
-        _ => Ok(()),
-    }
 }
