@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_tests::host::{cgroup_hierarchies, cgroup_subtree, mounts_under};
+use berth_tests::host::{cgroup_hierarchies, cgroup_subtree, mounts_under, pids_rooted_under};
 use berth_tests::pods::{container_config, pid, pod_config, Harness};
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use cri_api::v1::*;
@@ -384,7 +384,10 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
     vec![
         ("mounts", mounts_under(&dir).len()),
         ("pins", mounts_under(&ns).len()),
-        ("infra processes", processes("berth-pinns", &dir_text)),
+        (
+            "infra processes",
+            processes("berth-pinns", &dir_text) + pids_rooted_under(&state.join("sandboxes")).len(),
+        ),
         ("shims", processes("berth-shim", &dir_text)),
         ("container processes", processes("sleep", &sleep_marker())),
         ("veths", veths),

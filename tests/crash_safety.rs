@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::host::{cgroup_hierarchies, log_tail, sigkill};
+use berth_tests::host::{cgroup_hierarchies, log_tail, pids_rooted_under, sigkill};
 use berth_tests::pods::{container_config, pod_config, Harness};
 use cri_api::v1::*;
 use tonic::Code;
@@ -201,6 +201,7 @@ async fn a_cancelled_run_or_create_leaves_nothing_and_frees_its_name() {
     let dir = harness.berthd.sandbox.dir.path().display().to_string();
     assert!(processes_with(&["berth-shim", &dir]).is_empty());
     assert!(processes_with(&["berth-pinns", &dir]).is_empty());
+    assert!(pids_rooted_under(&harness.berthd.sandbox.state().join("sandboxes")).is_empty());
 }
 
 #[tokio::test]

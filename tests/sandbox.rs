@@ -561,6 +561,13 @@ async fn run_builds_namespaces_infra_cgroup_network_and_dns() {
         "the infra process has the host's root"
     );
     assert_eq!(root, harness.sandbox_dir(&id).join("root"));
+    // Inside the pod it shows as /pause, with no host paths.
+    assert_eq!(
+        std::fs::read(format!("/proc/{infra}/cmdline")).expect("infra cmdline"),
+        b"/pause\0",
+        "the infra process's command line"
+    );
+    assert_eq!(proc_status_field(infra, "Name"), "pause");
     let own = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
     let own: i32 = own.trim().parse().unwrap();
     let oom: i32 = std::fs::read_to_string(format!("/proc/{infra}/oom_score_adj"))

@@ -40,6 +40,22 @@ pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Every cgroup hierarchy mounted under /sys/fs/cgroup (v1 and unified).
+/// Pids of processes whose root directory lies under `dir`: pods' infra
+/// processes (chrooted into their sandbox dir), which show as `/pause`.
+pub fn pids_rooted_under(dir: &Path) -> Vec<i32> {
+    let own = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| *pid != own)
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/root")).is_ok_and(|root| root.starts_with(dir))
+        })
+        .collect()
+}
+
 pub fn cgroup_hierarchies() -> Vec<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let mut dirs = Vec::new();
