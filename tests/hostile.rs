@@ -416,3 +416,43 @@ async fn container_files_are_for_root_only_and_a_non_root_container_still_runs()
     assert!(log.contains(" written\n"), "{log}");
     harness.remove_pod(&pod).await;
 }
+
+// ---------------------------------------------------------------------------
+// Huge values the kernel refuses
+// ---------------------------------------------------------------------------
+
+/// A sysctl value of 256 KiB: the kernel refuses it while libcontainer
+/// sets up the container, and libcontainer's error quotes it. That error
+/// once went to the container's stderr pipe, which nobody reads before
+/// create returns, so the create hung once 64 KiB of it were written.
+#[tokio::test]
+async fn a_huge_sysctl_value_fails_the_create_promptly() {
+    let harness = Harness::start().await;
+    let (pod, mut pod_config) = harness.run_pod("hostile-sysctl", NamespaceMode::Pod).await;
+    pod_config
+        .linux
+        .get_or_insert_with(Default::default)
+        .sysctls
+        .insert("net.ipv4.ip_forward".into(), "1".repeat(256 << 10));
+    let config = container_config("sysctl", &harness.image, &["true"]);
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        harness.create(&pod, &pod_config, config),
+    )
+    .await
+    .expect("CreateContainer answers within 30 s");
+    let err = answer.expect_err("the kernel refuses the value");
+    assert!(
+        !matches!(err.code(), Code::Unknown | Code::Internal),
+        "{:?} {:.300}",
+        err.code(),
+        err.message()
+    );
+    assert!(
+        err.message().contains("net.ipv4.ip_forward"),
+        "the error names the sysctl: {:.300}",
+        err.message()
+    );
+    still_answers(&harness.berthd.image_client().await).await;
+    harness.remove_pod(&pod).await;
+}

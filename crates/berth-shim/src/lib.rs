@@ -31,6 +31,8 @@ pub mod signal;
 // The exit file's timestamps are written by berthd too.
 pub use berth_shim_api::timestamp;
 
+use std::os::fd::AsFd;
+
 use crate::cli::Args;
 use crate::server::{error_chain, Server};
 use crate::setup::{SetupError, ShimConfig};
@@ -110,7 +112,11 @@ fn failed(error: String) -> Ready {
     }
 }
 
-/// Logs go to stderr, which is `<dir>/shim.log` by now. `BERTH_SHIM_LOG`
+/// Logs go to `<dir>/shim.log` (stderr by now) through a close-on-exec
+/// copy of stderr: libcontainer's intermediate and init processes inherit
+/// this subscriber, and after their stderr became the container's pipe
+/// they would write into the container's log, and block once its 64 KiB
+/// filled while nobody reads it before create returns. `BERTH_SHIM_LOG`
 /// takes a tracing filter. The default leaves out libcgroups' warning, on
 /// every create, about each v1 controller this host lacks.
 fn init_tracing() {
@@ -118,9 +124,17 @@ fn init_tracing() {
         tracing_subscriber::EnvFilter::try_from_env("BERTH_SHIM_LOG").unwrap_or_else(|_| {
             tracing_subscriber::EnvFilter::new("info,libcgroups::v1::manager=error")
         });
+    let log = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from);
+    let Ok(log) = log else {
+        return;
+    };
+    let log: &'static std::fs::File = Box::leak(Box::new(log));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(move || log)
         .with_ansi(false)
         .try_init();
 }
