@@ -222,8 +222,9 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         ) {
             Ok(container) => container,
             Err(err) => {
-                // libcontainer's init logs why it failed to its stderr,
-                // which is already the container's: keep that in our log.
+                // libcontainer's own messages are in our log already
+                // (`init_tracing`); anything else its init wrote to the
+                // container's stderr before failing joins them.
                 copy_pending(&err_r, &mut std::io::stderr());
                 return Err(SetupError::Create(err));
             }
