@@ -161,6 +161,37 @@ async fn an_endless_blob_is_cut_off_at_its_declared_size() {
     still_answers(&images).await;
 }
 
+/// berthd's peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib(berthd: &Berthd) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", berthd.pid())).expect("berthd's status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[tokio::test]
+async fn an_endless_manifest_is_cut_off_at_the_cap() {
+    let berthd = berthd_with_short_registry_timeouts();
+    let images = berthd.image_client().await;
+    still_answers(&images).await;
+    let before = peak_rss_kib(&berthd);
+    let built = TestImage::new(vec![Layer::gzip(tiny_layer_tar("manifest"))]).build();
+    let endless = BadRegistry::start(&built, "test/app", "v1", Misbehaviour::EndlessManifest);
+
+    let err = pull(&images, &endless.reference("test/app:v1"))
+        .await
+        .expect_err("an endless manifest cannot complete a pull");
+    assert!(err.message().contains("cap"), "{err:?}");
+    // The cap is 8 MiB; reading on to the end of the read timeout would
+    // take gigabytes over loopback.
+    let grown = peak_rss_kib(&berthd).saturating_sub(before);
+    assert!(grown < 64 << 10, "berthd's peak RSS grew by {grown} KiB");
+    still_answers(&images).await;
+}
+
 // ---------------------------------------------------------------------------
 // Files of the image
 // ---------------------------------------------------------------------------

@@ -524,6 +524,24 @@ async fn image_status_of_an_unknown_image_is_empty_not_an_error() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn pulling_an_unknown_tag_or_repository_is_not_found() {
+    let registry = TestRegistry::start();
+    registry
+        .push_image("test/app", &["v1"], &tiny_image("known"))
+        .await;
+    let berthd = Berthd::start("");
+    let images = berthd.image_client().await;
+    for name in ["test/app:nope", "test/nothing-here:v1"] {
+        let reference = registry.reference(name);
+        let err = pull(&images, &reference)
+            .await
+            .expect_err("nothing to pull");
+        assert_eq!(err.code(), tonic::Code::NotFound, "{reference}: {err:?}");
+        assert!(err.message().contains(&reference), "{err:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn multi_arch_index_resolves_to_this_platform() {
     let registry = TestRegistry::start();
     // Windows first and arm before amd64, so "first entry" or "first

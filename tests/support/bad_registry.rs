@@ -20,6 +20,8 @@ pub enum Misbehaviour {
     StallLayers,
     /// Sends layer blobs without end (no Content-Length).
     EndlessLayers,
+    /// Sends the manifest without end (no Content-Length).
+    EndlessManifest,
 }
 
 pub struct BadRegistry {
@@ -114,6 +116,10 @@ impl Content {
         let (status, content_type, body): (&str, &str, Vec<u8>) = if path == "/v2/" {
             ("200 OK", "application/json", b"{}".to_vec())
         } else if let Some(reference) = path.strip_prefix(&manifests) {
+            if self.how == Misbehaviour::EndlessManifest && method == "GET" {
+                endless(out, MEDIA_TYPE_MANIFEST, stop);
+                return false;
+            }
             if reference == self.tag || reference == self.image.manifest_digest {
                 ("200 OK", MEDIA_TYPE_MANIFEST, self.image.manifest.clone())
             } else {
@@ -162,17 +168,22 @@ impl Content {
                 let _ = out.write_all(head.as_bytes());
                 hold(stop);
             }
-            Misbehaviour::EndlessLayers => {
-                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n";
-                if out.write_all(head.as_bytes()).is_err() {
-                    return;
-                }
-                let chunk = vec![0x5a_u8; 64 << 10];
-                while !stop.load(Ordering::Relaxed) && out.write_all(&chunk).is_ok() {}
-            }
-            Misbehaviour::StallEverything => hold(stop),
+            Misbehaviour::EndlessLayers => endless(out, "application/octet-stream", stop),
+            Misbehaviour::StallEverything | Misbehaviour::EndlessManifest => hold(stop),
         }
     }
+}
+
+/// Sends a body without a length that never ends, until the client goes
+/// away or the registry is stopped.
+fn endless(out: &mut TcpStream, content_type: &str, stop: &AtomicBool) {
+    let head =
+        format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n");
+    if out.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let chunk = vec![0x5a_u8; 64 << 10];
+    while !stop.load(Ordering::Relaxed) && out.write_all(&chunk).is_ok() {}
 }
 
 /// Keeps the connection (owned by the caller's frame) open until stopped.

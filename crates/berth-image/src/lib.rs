@@ -3,6 +3,7 @@
 //! directories that overlayfs stacks as lower dirs.
 
 pub mod hosts;
+mod manifest_get;
 pub mod platform;
 pub mod pull;
 pub mod reference;

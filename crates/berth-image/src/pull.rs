@@ -24,6 +24,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::OnceCell;
 
 use crate::hosts::{Endpoint, RegistryHosts};
+use crate::manifest_get::ManifestGetter;
 use crate::platform::Platform;
 use crate::reference::{self, InvalidReference};
 use crate::store::{ImageRecord, ImageStore, LayerRecord, StoreError};
@@ -222,9 +223,10 @@ impl ImagePuller {
             read_timeout: Some(self.timeouts.read),
             ..Default::default()
         });
+        let getter = ManifestGetter::new(endpoint.plain_http, self.timeouts)?;
         let remote = at_endpoint(reference, &endpoint.host);
         let (top_bytes, top_digest) =
-            fetch_manifest(&client, &remote, auth, reference.digest()).await?;
+            fetch_manifest(&getter, &client, &remote, auth, reference.digest()).await?;
 
         let (manifest_bytes, manifest_digest) = match parse_manifest(&top_bytes)? {
             OciManifest::Image(_) => (top_bytes.clone(), top_digest.clone()),
@@ -248,7 +250,7 @@ impl ImagePuller {
                     ));
                 }
                 let by_digest = remote.clone_with_digest(entry.digest.clone());
-                fetch_manifest(&client, &by_digest, auth, Some(&entry.digest)).await?
+                fetch_manifest(&getter, &client, &by_digest, auth, Some(&entry.digest)).await?
             }
         };
         let OciManifest::Image(manifest) = parse_manifest(&manifest_bytes)? else {
@@ -579,32 +581,24 @@ async fn fetch_config(
     Ok(bytes)
 }
 
-/// Fetches a manifest and checks its digest when one was asked for.
+/// Fetches a manifest (capped at [`MAX_MANIFEST_BYTES`] before and while
+/// it is read) and checks its digest when one was asked for.
 async fn fetch_manifest(
+    getter: &ManifestGetter,
     client: &Client,
     remote: &Reference,
     auth: &RegistryAuth,
     expected_digest: Option<&str>,
 ) -> Result<(Vec<u8>, String), (String, bool)> {
-    let (bytes, _) = client
-        .pull_manifest_raw(remote, auth, &ACCEPTED_MANIFESTS)
-        .await
-        .map_err(|err| {
-            let not_found = is_not_found(&err);
-            (err.to_string(), not_found)
-        })?;
-    // oci-client reads a manifest whole; the read timeout bounds how long
-    // that takes, and nothing larger than the cap is ever parsed or kept.
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err((
-            format!(
-                "manifest {} is {} bytes; the cap is {MAX_MANIFEST_BYTES}",
-                remote.whole(),
-                bytes.len()
-            ),
-            false,
-        ));
-    }
+    let bytes = getter
+        .get(
+            client,
+            remote,
+            auth,
+            &ACCEPTED_MANIFESTS,
+            MAX_MANIFEST_BYTES,
+        )
+        .await?;
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
     if let Some(expected) = expected_digest {
         if expected != digest {
@@ -614,25 +608,11 @@ async fn fetch_manifest(
             ));
         }
     }
-    Ok((bytes.to_vec(), digest))
+    Ok((bytes, digest))
 }
 
 fn parse_manifest(bytes: &[u8]) -> Result<OciManifest, (String, bool)> {
     serde_json::from_slice(bytes).map_err(|err| (format!("unsupported manifest: {err}"), false))
-}
-
-fn is_not_found(err: &oci_client::errors::OciDistributionError) -> bool {
-    use oci_client::errors::{OciDistributionError, OciErrorCode};
-    match err {
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown
-            )
-        }),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
