@@ -132,6 +132,7 @@ fn open_context(
         metrics: Arc::default(),
         cpu_samples: Default::default(),
         streams,
+        kernel: crate::kernel_features::KernelFeatures::probe(),
     };
     Ok((context, lock))
 }

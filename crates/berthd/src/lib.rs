@@ -14,6 +14,7 @@ pub mod events;
 #[cfg(test)]
 pub(crate) mod fakes;
 pub mod ids;
+pub mod kernel_features;
 pub mod layout;
 pub mod listener;
 pub mod logging;

@@ -18,6 +18,7 @@ impl CriService {
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
         check_config(&config)?;
+        check_recursive_read_only(&config, &self.context().kernel)?;
         if let Some(sandbox_config) = &request.sandbox_config {
             super::sandbox_run::check_log_directory(
                 "sandbox_config.log_directory",
@@ -67,11 +68,51 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
     check_exec_strings("config.envs", &envs)
 }
 
+/// A recursive read-only mount on a kernel without `mount_setattr` would
+/// fail deep in the shim; berthd does not advertise them there, and says
+/// so here.
+fn check_recursive_read_only(
+    config: &ContainerConfig,
+    kernel: &crate::kernel_features::KernelFeatures,
+) -> Result<(), Status> {
+    match config.mounts.iter().find(|mount| mount.recursive_read_only) {
+        Some(mount) if !kernel.recursive_read_only => Err(Status::invalid_argument(format!(
+            "mount {:?}: recursive_read_only needs Linux 5.12 or later (mount_setattr), which this node lacks",
+            mount.container_path
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use cri_api::v1::{ContainerMetadata, ImageSpec, KeyValue};
 
     use super::*;
+
+    #[test]
+    fn recursive_read_only_is_refused_only_without_kernel_support() {
+        let config = ContainerConfig {
+            mounts: vec![cri_api::v1::Mount {
+                container_path: "/data".into(),
+                host_path: "/srv".into(),
+                readonly: true,
+                recursive_read_only: true,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let without = crate::kernel_features::KernelFeatures {
+            recursive_read_only: false,
+        };
+        let err = check_recursive_read_only(&config, &without).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("/data"), "{err:?}");
+        let with = crate::kernel_features::KernelFeatures {
+            recursive_read_only: true,
+        };
+        assert!(check_recursive_read_only(&config, &with).is_ok());
+    }
 
     #[test]
     fn an_environment_the_kernel_cannot_exec_is_invalid() {

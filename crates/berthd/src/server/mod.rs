@@ -91,6 +91,8 @@ pub struct RuntimeContext {
     pub cpu_samples: crate::cpu_rate::CpuSamples,
     /// The streaming server that Exec, Attach and PortForward hand URLs of.
     pub streams: StreamServer,
+    /// What the kernel can do, probed at start-up.
+    pub kernel: crate::kernel_features::KernelFeatures,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).

@@ -10,6 +10,7 @@ use cri_api::v1::{
 };
 
 use super::CriService;
+use crate::kernel_features::KernelFeatures;
 use berth_network::cni::config_files;
 
 /// Condition types kubelet requires (CRI constants).
@@ -28,7 +29,7 @@ impl CriService {
                 conditions: vec![runtime_condition(), network_condition(&config.cni.conf_dir)],
             }),
             info,
-            runtime_handlers: runtime_handlers(&config.runtime_handlers),
+            runtime_handlers: runtime_handlers(&config.runtime_handlers, &self.context().kernel),
             features: Some(RuntimeFeatures {
                 // Each feature turns on in the change that makes it work:
                 // berth-spec applies Merge and Strict group policies.
@@ -78,13 +79,15 @@ fn network_condition(conf_dir: &Path) -> RuntimeCondition {
 
 /// The handlers `RunPodSandbox` accepts. The empty name is the default
 /// handler, which kubelet uses when a pod names no RuntimeClass.
-fn runtime_handlers(configured: &[String]) -> Vec<RuntimeHandler> {
+/// Recursive read-only mounts are advertised only where the kernel makes
+/// them (Linux 5.12), as kubelet then sends them.
+fn runtime_handlers(configured: &[String], kernel: &KernelFeatures) -> Vec<RuntimeHandler> {
     std::iter::once(String::new())
         .chain(configured.iter().cloned())
         .map(|name| RuntimeHandler {
             name,
             features: Some(RuntimeHandlerFeatures {
-                recursive_read_only_mounts: true,
+                recursive_read_only_mounts: kernel.recursive_read_only,
                 user_namespaces: false,
             }),
         })
