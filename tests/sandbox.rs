@@ -1580,3 +1580,65 @@ async fn concurrent_stop_and_remove_of_one_sandbox_all_succeed() {
         failures.join("\n")
     );
 }
+
+/// A cgroup file of the pod's parent: the v1 hierarchy's when it has the
+/// controller, else the unified one's.
+fn parent_file(parent: &str, v1: (&str, &str), v2: &str) -> String {
+    let (controller, file) = v1;
+    let v1_path = cgroup_dir(&Path::new("/sys/fs/cgroup").join(controller), parent).join(file);
+    let path = if v1_path.exists() {
+        v1_path
+    } else {
+        cgroup_dir(Path::new("/sys/fs/cgroup"), parent).join(v2)
+    };
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+        .trim()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_pod_sandbox_resources_resizes_the_pod_cgroup() {
+    use cri_api::v1::{LinuxContainerResources, UpdatePodSandboxResourcesRequest};
+    let harness = Harness::start();
+    let parent = harness.parent("pod-resize");
+    let id = harness.run_ok(pod_config("resize", &parent)).await;
+    let request = |id: &str| UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: id.to_string(),
+        overhead: Some(LinuxContainerResources {
+            memory_limit_in_bytes: 64 << 20,
+            ..Default::default()
+        }),
+        resources: Some(LinuxContainerResources {
+            memory_limit_in_bytes: 256 << 20,
+            cpu_quota: 50_000,
+            cpu_period: 100_000,
+            ..Default::default()
+        }),
+    };
+    harness
+        .client()
+        .await
+        .update_pod_sandbox_resources(request(&id))
+        .await
+        .expect("UpdatePodSandboxResources");
+    // The containers' total plus the overhead.
+    assert_eq!(
+        parent_file(&parent, ("memory", "memory.limit_in_bytes"), "memory.max"),
+        (320u64 << 20).to_string()
+    );
+    let quota = parent_file(&parent, ("cpu", "cpu.cfs_quota_us"), "cpu.max");
+    assert!(
+        quota == "50000" || quota == "50000 100000",
+        "the pod's cpu quota: {quota}"
+    );
+    let err = harness
+        .client()
+        .await
+        .update_pod_sandbox_resources(request("no-such-pod"))
+        .await
+        .expect_err("an unknown pod");
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+    harness.remove(&id).await;
+    harness.assert_clean().await;
+}

@@ -28,6 +28,12 @@ pub enum SandboxError {
         parent: String,
         source: Box<CgroupError>,
     },
+    #[error("updating the resources of pod sandbox {id} in cgroup {parent}: {source}")]
+    ResourcesRefused {
+        id: String,
+        parent: String,
+        source: Box<CgroupError>,
+    },
     #[error("sandbox cgroup {path}: {source}")]
     Cgroup {
         path: String,

@@ -14,6 +14,7 @@ mod remove;
 mod run;
 mod stop;
 pub mod store;
+mod update;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};

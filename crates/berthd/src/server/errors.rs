@@ -77,7 +77,7 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | SysctlOfHostNamespace { .. }
         | SysctlRefused { .. } => Code::InvalidArgument,
         NameReserved { .. } => Code::AlreadyExists,
-        NetworkNotReady(_) => Code::FailedPrecondition,
+        NetworkNotReady(_) | ResourcesRefused { .. } => Code::FailedPrecondition,
         CgroupParent { .. }
         | Cgroup { .. }
         | PinnsSpawn { .. }
