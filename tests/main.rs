@@ -9,6 +9,7 @@ mod chaos;
 mod containers;
 mod crash_safety;
 mod debug_target;
+mod envs;
 mod failures;
 mod fuzz;
 mod hostile;

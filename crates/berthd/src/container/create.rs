@@ -300,6 +300,14 @@ impl ContainerManager {
         // 0600: the spec carries the container's env.
         berth_atomic_file::write_atomic(&dirs.bundle.join("config.json"), &json, 0o600)
             .map_err(|err| ContainerError::io("writing config.json", err))?;
+        // Env values JSON cannot carry go to the shim beside the spec.
+        let raw_env = berth_spec::process::raw_env(c.config);
+        if !raw_env.is_empty() {
+            let path = berth_shim_api::raw_env::path(&dirs.bundle);
+            let bytes = berth_shim_api::raw_env::encode(&raw_env);
+            berth_atomic_file::write_atomic(&path, &bytes, 0o600)
+                .map_err(|err| ContainerError::io("writing raw-env", err))?;
+        }
         if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
             std::fs::create_dir_all(dir).map_err(|source| ContainerError::LogDir {
                 path: dir.to_path_buf(),
