@@ -14,6 +14,7 @@ mod failures;
 mod fuzz;
 mod hostile;
 mod image_pull;
+mod image_volumes;
 mod runtime_info;
 mod sandbox;
 mod startup;

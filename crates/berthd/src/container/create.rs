@@ -11,6 +11,7 @@ use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 
 use super::image_files::{self, ImageUserFiles};
+use super::image_volumes::{self, ImageVolume};
 use super::rootfs::RootfsPaths;
 use super::shim::ShimLaunch;
 use super::store::ContainerRecord;
@@ -22,6 +23,7 @@ use crate::sandbox::store::SandboxRecord;
 use crate::sandbox::SandboxError;
 
 /// One CreateContainer request, resolved: what every step reads.
+#[derive(Clone, Copy)]
 struct Creation<'a> {
     id: &'a str,
     name_key: &'a str,
@@ -32,6 +34,8 @@ struct Creation<'a> {
     image: &'a ImageRecord,
     /// The name the client used for the image.
     image_name: &'a str,
+    /// The config's image volumes, their images found.
+    volumes: &'a [ImageVolume],
 }
 
 /// A container's directories.
@@ -97,6 +101,7 @@ impl ContainerManager {
                 .ok_or_else(|| ContainerError::ImageNotFound {
                     image: image_name.clone(),
                 })?;
+        let volumes = image_volumes::find(&config, &self.images)?;
 
         let id = new_id().map_err(|err| ContainerError::io("generating a container id", err))?;
         let name_key = format!(
@@ -125,6 +130,7 @@ impl ContainerManager {
             config: &config,
             image: &image,
             image_name: &image_name,
+            volumes: &volumes,
         };
         match self.set_up(&creation, &mut undo).await {
             Ok(record) => {
@@ -148,20 +154,28 @@ impl ContainerManager {
             berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
                 .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
         let dirs = self.make_dirs(c.id, &location.path, undo)?;
-        let layers: Vec<String> = c
-            .image
-            .layers
-            .iter()
-            .map(|layer| layer.diff_id.clone())
-            .collect();
+        let layers = held_layers(c);
         // Held from before the mount: a RemoveImage racing this create must
         // not collect the layers being mounted.
         self.hold_layers(c.id, &layers);
         undo.layers_held = true;
         let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
+        let sources = self.mount_image_volumes(c.volumes, &rootfs)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
         let user_files = image_files::read_user_files(&rootfs.merged).await?;
-        let spec = self.write_spec(c, &dirs, &rootfs, &location, target_pid, &user_files)?;
+        let spec_config = image_volumes::bind_config(c.config, &sources);
+        let spec_creation = Creation {
+            config: &spec_config,
+            ..*c
+        };
+        let spec = self.write_spec(
+            &spec_creation,
+            &dirs,
+            &rootfs,
+            &location,
+            target_pid,
+            &user_files,
+        )?;
         undo.shim_dir = Some(dirs.shim.clone());
         let pid = self
             .shims
@@ -255,6 +269,39 @@ impl ContainerManager {
         self.mounts.mount(&layers, &paths)?;
         undo.rootfs = Some(paths.clone());
         Ok(paths)
+    }
+
+    /// Each image volume, read-only, beside the rootfs (whose unmount takes
+    /// them too); returns the mount index and host path of each, its sub
+    /// path resolved inside it.
+    fn mount_image_volumes(
+        &self,
+        volumes: &[ImageVolume],
+        rootfs: &RootfsPaths,
+    ) -> Result<Vec<(usize, PathBuf)>, ContainerError> {
+        let mut sources = Vec::new();
+        for volume in volumes {
+            let layers = volume
+                .image
+                .layers
+                .iter()
+                .map(|layer| self.images.layer_path(&layer.diff_id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let root = self
+                .mounts
+                .mount_image_volume(&layers, rootfs, volume.index)?;
+            let source =
+                image_volumes::resolve_sub_path(&root, &volume.sub_path).map_err(|source| {
+                    ContainerError::ImageSubPath {
+                        container_path: volume.container_path.clone(),
+                        image: volume.reference.clone(),
+                        sub_path: volume.sub_path.clone(),
+                        source,
+                    }
+                })?;
+            sources.push((volume.index, source));
+        }
+        Ok(sources)
     }
 
     /// Builds the OCI spec and writes it into the bundle (and makes the log
@@ -421,6 +468,19 @@ impl ContainerManager {
             self.store.release_name(name, id);
         }
     }
+}
+
+/// The layers a container holds: its image's and its image volumes',
+/// each once.
+fn held_layers(c: &Creation<'_>) -> Vec<String> {
+    let mut layers: Vec<String> = Vec::new();
+    let images = std::iter::once(c.image).chain(c.volumes.iter().map(|volume| &volume.image));
+    for layer in images.flat_map(|image| &image.layers) {
+        if !layers.contains(&layer.diff_id) {
+            layers.push(layer.diff_id.clone());
+        }
+    }
+    layers
 }
 
 /// The pod's namespaces a container joins, and a PID TARGET's init.

@@ -9,6 +9,7 @@ mod error;
 mod exec_sync;
 pub mod host;
 pub mod image_files;
+pub mod image_volumes;
 #[cfg(test)]
 mod lifecycle_tests;
 mod recover;

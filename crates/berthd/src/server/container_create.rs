@@ -65,7 +65,32 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
         .map(|env| [env.key.as_bytes(), b"=", &env.value].concat())
         .collect();
     let envs: Vec<&[u8]> = envs.iter().map(Vec::as_slice).collect();
-    check_exec_strings("config.envs", &envs)
+    check_exec_strings("config.envs", &envs)?;
+    check_image_mounts(config)
+}
+
+/// An image volume names its image and has no host path; a sub path
+/// belongs to an image volume.
+fn check_image_mounts(config: &ContainerConfig) -> Result<(), Status> {
+    for (index, mount) in config.mounts.iter().enumerate() {
+        match &mount.image {
+            Some(image) => {
+                require(&format!("config.mounts[{index}].image.image"), &image.image)?;
+                if !mount.host_path.is_empty() {
+                    return Err(Status::invalid_argument(format!(
+                        "config.mounts[{index}]: host_path and image are exclusive"
+                    )));
+                }
+            }
+            None if !mount.image_sub_path.is_empty() => {
+                return Err(Status::invalid_argument(format!(
+                    "config.mounts[{index}].image_sub_path is set without an image"
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

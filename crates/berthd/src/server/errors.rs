@@ -14,8 +14,11 @@ impl From<ContainerError> for Status {
         let code = match &err {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
             LogDir { source, .. } => log_dir_code(source),
-            NotFound { .. } | ImageNotFound { .. } | TargetNotFound { .. } => Code::NotFound,
-            AmbiguousId(_) | Spec(_) | CgroupName(_) => Code::InvalidArgument,
+            NotFound { .. }
+            | ImageNotFound { .. }
+            | ImageVolumeNotFound { .. }
+            | TargetNotFound { .. } => Code::NotFound,
+            AmbiguousId(_) | Spec(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
             CreateTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
