@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cdi;
 mod chaos;
 mod containers;
 mod crash_safety;

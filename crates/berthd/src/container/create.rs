@@ -341,7 +341,8 @@ impl ContainerManager {
             features: self.features,
             host: &OsHost,
         };
-        let spec = berth_spec::container_spec(&inputs)?;
+        let mut spec = berth_spec::container_spec(&inputs)?;
+        self.apply_cdi(&mut spec, c.config)?;
         let json = serde_json::to_vec(&spec)
             .map_err(|err| ContainerError::WriteSpec(oci_spec::OciSpecError::SerDe(err)))?;
         // 0600: the spec carries the container's env.
@@ -368,6 +369,23 @@ impl ContainerManager {
             stop_signal: berth_spec::stop_signal(c.config, &image_view)
                 .unwrap_or(Signal::SIGTERM as i32),
         })
+    }
+
+    /// The edits of the CDI devices the container asks for, from the spec
+    /// files on the node now.
+    fn apply_cdi(
+        &self,
+        spec: &mut oci_spec::runtime::Spec,
+        config: &ContainerConfig,
+    ) -> Result<(), ContainerError> {
+        let devices = berth_spec::cdi::requested_devices(config)?;
+        if devices.is_empty() {
+            return Ok(());
+        }
+        let (specs, problems) = super::cdi::load_specs(&self.cdi_spec_dirs);
+        let edits = berth_spec::cdi::resolve(&specs, &devices, &problems)?;
+        berth_spec::cdi::apply(spec, &edits, &OsHost)?;
+        Ok(())
     }
 
     /// The image's config blob, parsed; the error says which step failed.

@@ -33,6 +33,8 @@ pub enum ContainerError {
         sub_path: String,
         source: super::image_volumes::SubPathError,
     },
+    #[error(transparent)]
+    Cdi(#[from] berth_spec::cdi::CdiError),
     #[error("container name {name:?} is reserved by container {holder}")]
     NameReserved { name: String, holder: String },
 

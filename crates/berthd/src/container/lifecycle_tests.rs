@@ -47,6 +47,7 @@ async fn fixture() -> Fixture {
         }),
         cgroups: pods.cgroups.clone(),
         layer_leases: Default::default(),
+        cdi_spec_dirs: vec![dir.path().join("cdi")],
         features: berth_spec::CgroupFeatures::default(),
     };
     Fixture {

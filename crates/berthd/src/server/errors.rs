@@ -13,6 +13,7 @@ impl From<ContainerError> for Status {
         use ContainerError::*;
         let code = match &err {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
+            Cdi(inner) => cdi_code(inner),
             LogDir { source, .. } => log_dir_code(source),
             NotFound { .. }
             | ImageNotFound { .. }
@@ -106,6 +107,17 @@ trait WithMessage {
 impl WithMessage for Code {
     fn with(self, err: &dyn std::fmt::Display) -> Status {
         Status::new(self, err.to_string())
+    }
+}
+
+/// A malformed CDI name is the request's fault; an unknown device is not
+/// on this node; edits a spec file gets wrong cannot be applied here.
+fn cdi_code(err: &berth_spec::cdi::CdiError) -> Code {
+    use berth_spec::cdi::CdiError;
+    match err {
+        CdiError::BadName { .. } => Code::InvalidArgument,
+        CdiError::UnknownDevice { .. } => Code::NotFound,
+        CdiError::BadEdit { .. } => Code::FailedPrecondition,
     }
 }
 
