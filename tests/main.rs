@@ -5,14 +5,17 @@
 
 #![forbid(unsafe_code)]
 
+mod cdi;
 mod chaos;
 mod containers;
 mod crash_safety;
 mod debug_target;
+mod envs;
 mod failures;
 mod fuzz;
 mod hostile;
 mod image_pull;
+mod image_volumes;
 mod runtime_info;
 mod sandbox;
 mod startup;

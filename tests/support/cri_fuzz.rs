@@ -1037,6 +1037,19 @@ fn create_container(rng: &mut Rng, world: &mut World) -> CreateContainerRequest 
     }
 }
 
+/// An env value: bytes since cri-api v0.36.2, so sometimes not UTF-8
+/// (a lone continuation byte, a truncated sequence, 0xff).
+fn env_value(rng: &mut Rng, world: &mut World) -> Vec<u8> {
+    let mut value = string(rng, world).into_bytes();
+    match rng.below(4) {
+        0 => value.push(0x80),
+        1 => value.extend([0xe2, 0x82]),
+        2 => value.insert(0, 0xff),
+        _ => {}
+    }
+    value
+}
+
 pub fn container_config(rng: &mut Rng, world: &mut World) -> ContainerConfig {
     let wild = wild_container_config(rng, world);
     if rng.one_in(2) {
@@ -1131,7 +1144,7 @@ fn wild_container_config(rng: &mut Rng, world: &mut World) -> ContainerConfig {
         envs: (0..rng.below(4))
             .map(|_| KeyValue {
                 key: string(rng, world),
-                value: string(rng, world),
+                value: env_value(rng, world),
             })
             .collect(),
         mounts: (0..if rng.one_in(10) { 40 } else { rng.below(3) })

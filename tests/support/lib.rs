@@ -72,11 +72,18 @@ impl Sandbox {
         self.dir.path().join("runtime-config.toml")
     }
 
-    /// Writes a config file: `extra` is appended to the CNI dir setting.
+    /// CDI spec files of this berthd: never the host's.
+    pub fn cdi_dir(&self) -> PathBuf {
+        self.dir.path().join("cdi")
+    }
+
+    /// Writes a config file: `extra` is appended to the CNI dir setting
+    /// (and the CDI spec dir).
     pub fn write_config(&self, extra: &str) -> PathBuf {
         let text = format!(
-            "{extra}\n[cni]\nconf_dir = \"{}\"\n",
-            self.cni_conf_dir().display()
+            "{extra}\n[cni]\nconf_dir = \"{}\"\n[cdi]\nspec_dirs = [\"{}\"]\n",
+            self.cni_conf_dir().display(),
+            self.cdi_dir().display()
         );
         std::fs::write(self.config_path(), text).expect("write config");
         self.config_path()

@@ -154,7 +154,7 @@ pub fn container_config(name: &str, image: &str, command: &[&str]) -> ContainerC
         command: command.iter().map(|part| part.to_string()).collect(),
         envs: vec![KeyValue {
             key: "PATH".to_string(),
-            value: "/bin".to_string(),
+            value: b"/bin".to_vec(),
         }],
         log_path: format!("{name}.log"),
         ..Default::default()

@@ -9,10 +9,12 @@
 //! - [`attach`]: the frames on `<dir>/attach.sock`.
 //! - [`files`]: the paths the shim leaves in its directory.
 //! - [`pty`]: resizing a pty master, which both ends do.
+//! - [`raw_env`]: env values that are not UTF-8, beside the bundle's spec.
 
 pub mod attach;
 pub mod client;
 pub mod files;
 pub mod protocol;
 pub mod pty;
+pub mod raw_env;
 pub mod timestamp;

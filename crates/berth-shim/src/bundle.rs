@@ -3,6 +3,7 @@
 //! has its own PID namespace, and the process and seccomp profile exec
 //! inherits.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxSeccomp, Process, Spec};
@@ -27,13 +28,27 @@ pub struct BundleInfo {
     pub process: Process,
     /// libcontainer's exec does not apply it by itself.
     pub seccomp: Option<LinuxSeccomp>,
+    /// Env values that are not UTF-8, exact (`<bundle>/raw-env`).
+    pub raw_env: Vec<(OsString, OsString)>,
 }
 
 impl BundleInfo {
     pub fn load(bundle: &Path) -> Result<Self, BundleError> {
         let path = bundle.join("config.json");
         let spec = Spec::load(&path).map_err(|source| BundleError { path, source })?;
-        Ok(Self::from_spec(&spec))
+        let mut info = Self::from_spec(&spec);
+        let raw_path = berth_shim_api::raw_env::path(bundle);
+        match std::fs::read(&raw_path) {
+            Ok(bytes) => info.raw_env = berth_shim_api::raw_env::decode(&bytes),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                return Err(BundleError {
+                    path: raw_path,
+                    source: libcontainer::oci_spec::OciSpecError::Io(err),
+                })
+            }
+        }
+        Ok(info)
     }
 
     pub fn from_spec(spec: &Spec) -> Self {
@@ -52,6 +67,7 @@ impl BundleInfo {
             terminal: process.terminal().unwrap_or(false),
             process,
             seccomp: linux.and_then(|l| l.seccomp().clone()),
+            raw_env: Vec::new(),
         }
     }
 }

@@ -16,6 +16,7 @@
 //!   and drops the container's seccomp profile (see [`CleanExecutor`]).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
@@ -34,10 +35,12 @@ use crate::own_oom_score::SavedOomScore;
 
 /// The default executor, after restoring the signal state a fresh process
 /// would have, and (for exec processes) loading the container's seccomp
-/// filter.
+/// filter; env values that are not UTF-8 are set from the bundle's
+/// `raw-env` ([`berth_shim_api::raw_env`]).
 #[derive(Clone, Default)]
 pub struct CleanExecutor {
     seccomp: Option<LinuxSeccomp>,
+    raw_env: Vec<(OsString, OsString)>,
 }
 
 impl Executor for CleanExecutor {
@@ -54,8 +57,30 @@ impl Executor for CleanExecutor {
     }
 
     fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
-        DefaultExecutor {}.setup_envs(envs)
+        let exact = exact_values(&envs, &self.raw_env);
+        DefaultExecutor {}.setup_envs(envs)?;
+        for (key, value) in exact {
+            // SAFETY: this is libcontainer's init (or tenant) child, single
+            // threaded, between its own setup_envs and the exec: no other
+            // thread reads the environment.
+            unsafe { std::env::set_var(key, value) };
+        }
+        Ok(())
     }
+}
+
+/// The raw entries whose approximation is still what `envs` holds: an
+/// exec that sets the key itself, or libcontainer's own `HOME`, wins.
+fn exact_values<'a>(
+    envs: &HashMap<String, String>,
+    raw: &'a [(OsString, OsString)],
+) -> Vec<&'a (OsString, OsString)> {
+    raw.iter()
+        .filter(|(key, value)| {
+            envs.get(key.to_string_lossy().as_ref())
+                .is_some_and(|current| *current == value.to_string_lossy())
+        })
+        .collect()
 }
 
 /// libcontainer's tenant builder rebuilds `linux` from the namespaces and
@@ -146,8 +171,13 @@ impl ContainerRef {
         bundle: &Path,
         stdio: InitStdio,
         systemd_cgroup: bool,
+        raw_env: &[(OsString, OsString)],
     ) -> Result<Container, LibcontainerError> {
-        let builder = self.builder(CleanExecutor::default())?.validate_id()?;
+        let executor = CleanExecutor {
+            seccomp: None,
+            raw_env: raw_env.to_vec(),
+        };
+        let builder = self.builder(executor)?.validate_id()?;
         let builder = match stdio {
             InitStdio::Pipes {
                 stdin,
@@ -196,6 +226,7 @@ impl ContainerRef {
         let [stdin, stdout, stderr] = stdio;
         let executor = CleanExecutor {
             seccomp: process.seccomp.clone(),
+            raw_env: process.raw_env.clone(),
         };
         let own_score = SavedOomScore::save();
         let pid = self
@@ -245,6 +276,8 @@ pub struct ExecProcess {
     pub process: Process,
     /// The container's seccomp profile, applied to the process too.
     pub seccomp: Option<LinuxSeccomp>,
+    /// The container's env values that are not UTF-8, inherited too.
+    pub raw_env: Vec<(OsString, OsString)>,
     /// Where the process.json is written for the duration of the call.
     pub json_path: PathBuf,
 }
@@ -261,6 +294,36 @@ pub fn kill_all(container: &mut Container, signal: i32) -> Result<(), Libcontain
 pub fn is_systemd_cgroups_path(path: &Path) -> bool {
     let text = path.to_string_lossy();
     !text.starts_with('/') && text.split(':').count() == 3
+}
+
+#[cfg(test)]
+mod raw_env_tests {
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    #[test]
+    fn raw_values_replace_only_their_own_approximation() {
+        let raw = vec![
+            (
+                OsString::from("BIN"),
+                OsString::from_vec(b"a\xffz".to_vec()),
+            ),
+            (
+                OsString::from("SET_BY_EXEC"),
+                OsString::from_vec(vec![0xfe]),
+            ),
+        ];
+        let envs = HashMap::from([
+            ("BIN".to_string(), "a\u{fffd}z".to_string()),
+            ("SET_BY_EXEC".to_string(), "plain".to_string()),
+        ]);
+        let exact: Vec<&OsString> = exact_values(&envs, &raw)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(exact, [&OsString::from("BIN")]);
+    }
 }
 
 #[cfg(test)]

@@ -162,6 +162,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
                 &cfg.bundle,
                 InitStdio::Console(console.path().to_path_buf()),
                 systemd_cgroup,
+                &bundle.raw_env,
             )
             .map_err(SetupError::Create)?;
         let master = match console
@@ -219,6 +220,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
                 stderr: err_w,
             },
             systemd_cgroup,
+            &bundle.raw_env,
         ) {
             Ok(container) => container,
             Err(err) => {

@@ -63,6 +63,7 @@ use oci_spec::runtime::{Linux, Process, Root, Spec, VERSION};
 
 pub mod annotations;
 pub mod capabilities;
+pub mod cdi;
 pub mod cgroup_mounts;
 pub mod devices;
 pub mod error;

@@ -52,6 +52,10 @@ pub fn process_args(
 /// `TERM=xterm` for a tty, `HOSTNAME`, the image's ENV, then the config's
 /// envs. A later value for a key replaces the earlier one in place, so the
 /// config wins per key and the order stays stable.
+///
+/// The spec's env is JSON text: a config value that is not UTF-8 appears
+/// here with U+FFFD in place of its bad bytes, and [`raw_env`] carries the
+/// exact bytes for the shim to set instead.
 pub fn process_env(
     config: &ContainerConfig,
     image: &ImageConfigView,
@@ -68,8 +72,29 @@ pub fn process_env(
         config
             .envs
             .iter()
-            .map(|kv| format!("{}={}", kv.key, kv.value)),
+            .map(|kv| format!("{}={}", kv.key, String::from_utf8_lossy(&kv.value))),
     )
+}
+
+/// The config's envs whose final value is not UTF-8, as `KEY=value` bytes
+/// in config order: what [`process_env`] could only approximate. A key set
+/// again later with a UTF-8 value is not here, as that value wins.
+pub fn raw_env(config: &ContainerConfig) -> Vec<Vec<u8>> {
+    let mut raw: Vec<Vec<u8>> = Vec::new();
+    for (index, kv) in config.envs.iter().enumerate() {
+        let overridden = config.envs[index + 1..]
+            .iter()
+            .any(|later| later.key == kv.key);
+        if overridden || std::str::from_utf8(&kv.value).is_ok() {
+            continue;
+        }
+        let mut entry = Vec::with_capacity(kv.key.len() + 1 + kv.value.len());
+        entry.extend_from_slice(kv.key.as_bytes());
+        entry.push(b'=');
+        entry.extend_from_slice(&kv.value);
+        raw.push(entry);
+    }
+    raw
 }
 
 /// Applies `overrides` to `base`: `KEY=value` replaces an existing `KEY` in
@@ -202,6 +227,47 @@ mod tests {
                 "C=x=y"
             ]
         );
+    }
+
+    #[test]
+    fn env_values_that_are_not_utf8_go_through_raw_env() {
+        let mut config = config(&[], &[]);
+        config.envs = vec![
+            KeyValue {
+                key: "BIN".into(),
+                value: vec![b'a', 0xff, 0xfe, b'z'],
+            },
+            KeyValue {
+                key: "TEXT".into(),
+                value: "plain".into(),
+            },
+            KeyValue {
+                key: "LATER".into(),
+                value: vec![0xff],
+            },
+            KeyValue {
+                key: "LATER".into(),
+                value: "fixed".into(),
+            },
+        ];
+        let env = process_env(&config, &ImageConfigView::default(), "h");
+        assert!(
+            env.contains(&"BIN=a\u{fffd}\u{fffd}z".to_string()),
+            "{env:?}"
+        );
+        assert!(env.contains(&"TEXT=plain".to_string()), "{env:?}");
+        assert!(env.contains(&"LATER=fixed".to_string()), "{env:?}");
+        assert_eq!(raw_env(&config), [b"BIN=a\xff\xfez".to_vec()]);
+    }
+
+    #[test]
+    fn utf8_envs_need_no_raw_env() {
+        let mut config = config(&[], &[]);
+        config.envs = vec![KeyValue {
+            key: "A".into(),
+            value: "ünïcode".into(),
+        }];
+        assert!(raw_env(&config).is_empty());
     }
 
     #[test]

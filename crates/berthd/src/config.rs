@@ -61,6 +61,7 @@ pub struct Config {
     pub stream: StreamConfig,
     pub registry: RegistryConfig,
     pub metrics: MetricsConfig,
+    pub cdi: CdiConfig,
 }
 
 impl Default for Config {
@@ -77,6 +78,24 @@ impl Default for Config {
             stream: StreamConfig::default(),
             registry: RegistryConfig::default(),
             metrics: MetricsConfig::default(),
+            cdi: CdiConfig::default(),
+        }
+    }
+}
+
+/// Container Device Interface spec files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CdiConfig {
+    /// Directories of CDI spec files (`*.json`, `*.yaml`); a device defined
+    /// in two wins from the later one.
+    pub spec_dirs: Vec<PathBuf>,
+}
+
+impl Default for CdiConfig {
+    fn default() -> Self {
+        Self {
+            spec_dirs: vec![PathBuf::from("/etc/cdi"), PathBuf::from("/var/run/cdi")],
         }
     }
 }

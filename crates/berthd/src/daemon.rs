@@ -114,6 +114,7 @@ fn open_context(
         // driver (systemd made the scope; the files are the same).
         cgroups: cgroupfs,
         layer_leases: Default::default(),
+        cdi_spec_dirs: config.cdi.spec_dirs.clone(),
         features: berth_spec::CgroupFeatures {
             v2: features.v2,
             hugetlb: features.hugetlb,

@@ -224,6 +224,24 @@ impl RootfsMounts for FakeMounts {
         })
     }
 
+    fn mount_image_volume(
+        &self,
+        _layers: &[PathBuf],
+        paths: &RootfsPaths,
+        index: usize,
+    ) -> Result<PathBuf, RootfsError> {
+        if self.journal.step("mount image volume") {
+            return Err(RootfsError::NoLayers);
+        }
+        let target = paths.image_volume(index);
+        std::fs::create_dir_all(&target).map_err(|source| RootfsError::Io {
+            what: "fake image volume dir",
+            path: target.clone(),
+            source,
+        })?;
+        Ok(target)
+    }
+
     fn unmount(&self, _paths: &RootfsPaths) -> Result<(), RootfsError> {
         self.journal.write("unmount rootfs");
         Ok(())

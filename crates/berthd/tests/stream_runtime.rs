@@ -151,6 +151,7 @@ impl Runtime {
             mounts: Arc::new(berthd::container::host::OverlayMounts),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
             layer_leases: Default::default(),
+            cdi_spec_dirs: Vec::new(),
             features: berth_spec::CgroupFeatures::default(),
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());

@@ -98,6 +98,7 @@ impl Server {
             Ok(p) => ExecProcess {
                 process: p,
                 seccomp: self.bundle.seccomp.clone(),
+                raw_env: self.bundle.raw_env.clone(),
                 json_path: self.cfg.files.exec_process(),
             },
             Err(e) => return Some(Response::error(ErrorCode::BadRequest, e.to_string())),
@@ -144,6 +145,7 @@ impl Server {
             Ok(p) => ExecProcess {
                 process: p,
                 seccomp: self.bundle.seccomp.clone(),
+                raw_env: self.bundle.raw_env.clone(),
                 json_path: self.cfg.files.exec_process(),
             },
             Err(e) => return Some(Response::error(ErrorCode::BadRequest, e.to_string())),

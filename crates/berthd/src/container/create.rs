@@ -11,6 +11,7 @@ use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 
 use super::image_files::{self, ImageUserFiles};
+use super::image_volumes::{self, ImageVolume};
 use super::rootfs::RootfsPaths;
 use super::shim::ShimLaunch;
 use super::store::ContainerRecord;
@@ -22,6 +23,7 @@ use crate::sandbox::store::SandboxRecord;
 use crate::sandbox::SandboxError;
 
 /// One CreateContainer request, resolved: what every step reads.
+#[derive(Clone, Copy)]
 struct Creation<'a> {
     id: &'a str,
     name_key: &'a str,
@@ -32,6 +34,8 @@ struct Creation<'a> {
     image: &'a ImageRecord,
     /// The name the client used for the image.
     image_name: &'a str,
+    /// The config's image volumes, their images found.
+    volumes: &'a [ImageVolume],
 }
 
 /// A container's directories.
@@ -97,6 +101,7 @@ impl ContainerManager {
                 .ok_or_else(|| ContainerError::ImageNotFound {
                     image: image_name.clone(),
                 })?;
+        let volumes = image_volumes::find(&config, &self.images)?;
 
         let id = new_id().map_err(|err| ContainerError::io("generating a container id", err))?;
         let name_key = format!(
@@ -125,6 +130,7 @@ impl ContainerManager {
             config: &config,
             image: &image,
             image_name: &image_name,
+            volumes: &volumes,
         };
         match self.set_up(&creation, &mut undo).await {
             Ok(record) => {
@@ -148,20 +154,28 @@ impl ContainerManager {
             berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
                 .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
         let dirs = self.make_dirs(c.id, &location.path, undo)?;
-        let layers: Vec<String> = c
-            .image
-            .layers
-            .iter()
-            .map(|layer| layer.diff_id.clone())
-            .collect();
+        let layers = held_layers(c);
         // Held from before the mount: a RemoveImage racing this create must
         // not collect the layers being mounted.
         self.hold_layers(c.id, &layers);
         undo.layers_held = true;
         let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
+        let sources = self.mount_image_volumes(c.volumes, &rootfs)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
         let user_files = image_files::read_user_files(&rootfs.merged).await?;
-        let spec = self.write_spec(c, &dirs, &rootfs, &location, target_pid, &user_files)?;
+        let spec_config = image_volumes::bind_config(c.config, &sources);
+        let spec_creation = Creation {
+            config: &spec_config,
+            ..*c
+        };
+        let spec = self.write_spec(
+            &spec_creation,
+            &dirs,
+            &rootfs,
+            &location,
+            target_pid,
+            &user_files,
+        )?;
         undo.shim_dir = Some(dirs.shim.clone());
         let pid = self
             .shims
@@ -257,6 +271,39 @@ impl ContainerManager {
         Ok(paths)
     }
 
+    /// Each image volume, read-only, beside the rootfs (whose unmount takes
+    /// them too); returns the mount index and host path of each, its sub
+    /// path resolved inside it.
+    fn mount_image_volumes(
+        &self,
+        volumes: &[ImageVolume],
+        rootfs: &RootfsPaths,
+    ) -> Result<Vec<(usize, PathBuf)>, ContainerError> {
+        let mut sources = Vec::new();
+        for volume in volumes {
+            let layers = volume
+                .image
+                .layers
+                .iter()
+                .map(|layer| self.images.layer_path(&layer.diff_id))
+                .collect::<Result<Vec<_>, _>>()?;
+            let root = self
+                .mounts
+                .mount_image_volume(&layers, rootfs, volume.index)?;
+            let source =
+                image_volumes::resolve_sub_path(&root, &volume.sub_path).map_err(|source| {
+                    ContainerError::ImageSubPath {
+                        container_path: volume.container_path.clone(),
+                        image: volume.reference.clone(),
+                        sub_path: volume.sub_path.clone(),
+                        source,
+                    }
+                })?;
+            sources.push((volume.index, source));
+        }
+        Ok(sources)
+    }
+
     /// Builds the OCI spec and writes it into the bundle (and makes the log
     /// file's dir). Nothing here awaits: the host lookup the spec builder
     /// borrows is not Send.
@@ -294,12 +341,21 @@ impl ContainerManager {
             features: self.features,
             host: &OsHost,
         };
-        let spec = berth_spec::container_spec(&inputs)?;
+        let mut spec = berth_spec::container_spec(&inputs)?;
+        self.apply_cdi(&mut spec, c.config)?;
         let json = serde_json::to_vec(&spec)
             .map_err(|err| ContainerError::WriteSpec(oci_spec::OciSpecError::SerDe(err)))?;
         // 0600: the spec carries the container's env.
         berth_atomic_file::write_atomic(&dirs.bundle.join("config.json"), &json, 0o600)
             .map_err(|err| ContainerError::io("writing config.json", err))?;
+        // Env values JSON cannot carry go to the shim beside the spec.
+        let raw_env = berth_spec::process::raw_env(c.config);
+        if !raw_env.is_empty() {
+            let path = berth_shim_api::raw_env::path(&dirs.bundle);
+            let bytes = berth_shim_api::raw_env::encode(&raw_env);
+            berth_atomic_file::write_atomic(&path, &bytes, 0o600)
+                .map_err(|err| ContainerError::io("writing raw-env", err))?;
+        }
         if let Some(dir) = log_path.as_deref().and_then(Path::parent) {
             std::fs::create_dir_all(dir).map_err(|source| ContainerError::LogDir {
                 path: dir.to_path_buf(),
@@ -313,6 +369,23 @@ impl ContainerManager {
             stop_signal: berth_spec::stop_signal(c.config, &image_view)
                 .unwrap_or(Signal::SIGTERM as i32),
         })
+    }
+
+    /// The edits of the CDI devices the container asks for, from the spec
+    /// files on the node now.
+    fn apply_cdi(
+        &self,
+        spec: &mut oci_spec::runtime::Spec,
+        config: &ContainerConfig,
+    ) -> Result<(), ContainerError> {
+        let devices = berth_spec::cdi::requested_devices(config)?;
+        if devices.is_empty() {
+            return Ok(());
+        }
+        let (specs, problems) = super::cdi::load_specs(&self.cdi_spec_dirs);
+        let edits = berth_spec::cdi::resolve(&specs, &devices, &problems)?;
+        berth_spec::cdi::apply(spec, &edits, &OsHost)?;
+        Ok(())
     }
 
     /// The image's config blob, parsed; the error says which step failed.
@@ -413,6 +486,19 @@ impl ContainerManager {
             self.store.release_name(name, id);
         }
     }
+}
+
+/// The layers a container holds: its image's and its image volumes',
+/// each once.
+fn held_layers(c: &Creation<'_>) -> Vec<String> {
+    let mut layers: Vec<String> = Vec::new();
+    let images = std::iter::once(c.image).chain(c.volumes.iter().map(|volume| &volume.image));
+    for layer in images.flat_map(|image| &image.layers) {
+        if !layers.contains(&layer.diff_id) {
+            layers.push(layer.diff_id.clone());
+        }
+    }
+    layers
 }
 
 /// The pod's namespaces a container joins, and a PID TARGET's init.

@@ -21,6 +21,20 @@ pub enum ContainerError {
     Sandbox(Box<SandboxError>),
     #[error("image {image:?} not found: pull it first")]
     ImageNotFound { image: String },
+    #[error("mount {container_path:?}: image volume {image:?} not found: pull it first")]
+    ImageVolumeNotFound {
+        container_path: String,
+        image: String,
+    },
+    #[error("mount {container_path:?}: image_sub_path {sub_path:?} of image {image:?}: {source}")]
+    ImageSubPath {
+        container_path: String,
+        image: String,
+        sub_path: String,
+        source: super::image_volumes::SubPathError,
+    },
+    #[error(transparent)]
+    Cdi(#[from] berth_spec::cdi::CdiError),
     #[error("container name {name:?} is reserved by container {holder}")]
     NameReserved { name: String, holder: String },
 

@@ -20,7 +20,15 @@ use super::ContainerError;
 pub trait RootfsMounts: Send + Sync {
     /// Mounts `layers` (bottom-most first) under a writable upper dir.
     fn mount(&self, layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError>;
-    /// Unmounts it; not mounted is fine.
+    /// Mounts `layers` (bottom-most first) read-only as image volume
+    /// `index` of the container; returns the mount point.
+    fn mount_image_volume(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        index: usize,
+    ) -> Result<PathBuf, RootfsError>;
+    /// Unmounts it and the image volumes; not mounted is fine.
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError>;
 }
 
@@ -51,6 +59,15 @@ pub struct OverlayMounts;
 impl RootfsMounts for OverlayMounts {
     fn mount(&self, layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError> {
         rootfs::mount_rootfs(layers, paths)
+    }
+
+    fn mount_image_volume(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        index: usize,
+    ) -> Result<PathBuf, RootfsError> {
+        rootfs::mount_image_volume(layers, paths, index)
     }
 
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError> {

@@ -47,6 +47,7 @@ async fn fixture() -> Fixture {
         }),
         cgroups: pods.cgroups.clone(),
         layer_leases: Default::default(),
+        cdi_spec_dirs: vec![dir.path().join("cdi")],
         features: berth_spec::CgroupFeatures::default(),
     };
     Fixture {
@@ -378,6 +379,84 @@ async fn a_container_needs_its_pod_and_image() {
     );
     assert!(f.journal.entries().is_empty());
     assert_no_trace(&f, "missing");
+}
+
+/// `container(name)` with an image volume of `image` at `/vol`.
+fn with_image_volume(name: &str, image: &str, sub_path: &str) -> ContainerConfig {
+    let mut config = container(name);
+    config.mounts.push(cri_api::v1::Mount {
+        container_path: "/vol".into(),
+        image: Some(ImageSpec {
+            image: image.into(),
+            ..Default::default()
+        }),
+        image_sub_path: sub_path.into(),
+        ..Default::default()
+    });
+    config
+}
+
+#[tokio::test]
+async fn an_image_volume_needs_its_image_and_its_sub_path() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let err = f
+        .manager
+        .create(&pod_id, with_image_volume("app", "missing:1", ""), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::ImageVolumeNotFound { image, container_path }
+            if image == "missing:1" && container_path == "/vol"),
+        "{err:?}"
+    );
+    assert!(f.journal.entries().is_empty());
+    assert_no_trace(&f, "missing image volume");
+
+    // The fake volume is an empty dir: no sub path exists in it.
+    let err = f
+        .manager
+        .create(&pod_id, with_image_volume("app", IMAGE, "data"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::ImageSubPath { sub_path, .. } if sub_path == "data"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("\"data\" does not exist"), "{err}");
+    assert_eq!(
+        f.journal.entries(),
+        ["mount rootfs", "mount image volume", "unmount rootfs"]
+    );
+    assert_no_trace(&f, "missing sub path");
+}
+
+#[tokio::test]
+async fn a_failed_image_volume_mount_is_undone() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    f.journal.fail("mount image volume");
+    f.manager
+        .create(&pod_id, with_image_volume("app", IMAGE, ""), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        f.journal.entries(),
+        ["mount rootfs", "mount image volume", "unmount rootfs"]
+    );
+    assert_no_trace(&f, "image volume mount");
+    f.journal.heal();
+    let id = f
+        .manager
+        .create(&pod_id, with_image_volume("app", IMAGE, ""), None)
+        .await
+        .expect("create with an image volume");
+    let record = f.manager.get(&id).await.expect("record");
+    assert_eq!(
+        record.layers,
+        [format!("sha256:{}", "b".repeat(64))],
+        "held once"
+    );
 }
 
 /// A pod "web" and a container `name` in it: their ids.

@@ -2,6 +2,7 @@
 //! berth-shim each. berthd prepares the bundle (overlay rootfs and OCI
 //! spec); the shim creates, starts and reaps the container.
 
+pub mod cdi;
 pub mod cgroup_view;
 mod create;
 pub mod durations;
@@ -9,6 +10,7 @@ mod error;
 mod exec_sync;
 pub mod host;
 pub mod image_files;
+pub mod image_volumes;
 #[cfg(test)]
 mod lifecycle_tests;
 mod recover;
@@ -59,6 +61,8 @@ pub struct ContainerManager {
     pub features: CgroupFeatures,
     /// Each container's hold on its image's layers, by container id.
     pub layer_leases: std::sync::Mutex<HashMap<String, Lease>>,
+    /// Where CDI spec files are read from, lowest priority first.
+    pub cdi_spec_dirs: Vec<PathBuf>,
 }
 
 impl ContainerManager {

@@ -1,5 +1,7 @@
 //! A container's root filesystem: an overlay of its image's unpacked layers
-//! (read-only lower dirs, topmost first) under a writable upper dir.
+//! (read-only lower dirs, topmost first) under a writable upper dir; and its
+//! image volumes, read-only overlays of other images' layers mounted beside
+//! it in the bundle and unmounted with it.
 
 use std::path::{Path, PathBuf};
 
@@ -14,16 +16,30 @@ pub struct RootfsPaths {
     pub work: PathBuf,
     /// The mounted rootfs the container runs in.
     pub merged: PathBuf,
+    /// The image volumes' mount points (`<n>`, by the index of their CRI
+    /// mount) and the empty bottom layer they share (`empty`).
+    pub image_volumes: PathBuf,
 }
 
 impl RootfsPaths {
-    /// `<layer_dir>/{upper,work}` and `<bundle>/rootfs`.
+    /// `<layer_dir>/{upper,work}`, `<bundle>/rootfs` and
+    /// `<bundle>/image-volumes`.
     pub fn new(layer_dir: &Path, bundle: &Path) -> Self {
         Self {
             upper: layer_dir.join("upper"),
             work: layer_dir.join("work"),
             merged: bundle.join("rootfs"),
+            image_volumes: bundle.join("image-volumes"),
         }
+    }
+
+    /// Where the image volume of CRI mount `index` is mounted.
+    pub fn image_volume(&self, index: usize) -> PathBuf {
+        self.image_volumes.join(index.to_string())
+    }
+
+    fn empty_layer(&self) -> PathBuf {
+        self.image_volumes.join("empty")
     }
 }
 
@@ -46,26 +62,54 @@ pub enum RootfsError {
 /// The overlay mount options for `layers` given bottom-most first (the
 /// order of an image manifest). overlayfs wants the topmost lower dir first.
 pub fn overlay_options(layers: &[PathBuf], paths: &RootfsPaths) -> Result<String, RootfsError> {
+    check_paths(layers, &[&paths.upper, &paths.work])?;
+    Ok(format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower_dirs(layers),
+        paths.upper.display(),
+        paths.work.display()
+    ))
+}
+
+/// The options of a read-only overlay of `layers` (bottom-most first) for
+/// an image volume. Without an upper dir overlayfs wants two lower dirs at
+/// least, so `empty` is always the bottom one.
+pub fn image_volume_options(layers: &[PathBuf], empty: &Path) -> Result<String, RootfsError> {
+    check_paths(layers, &[empty])?;
+    Ok(format!(
+        "lowerdir={}:{}",
+        lower_dirs(layers),
+        empty.display()
+    ))
+}
+
+/// An image has layers, and overlayfs options cannot carry `:`, `,` or a
+/// newline in a path.
+fn check_paths(layers: &[PathBuf], others: &[&Path]) -> Result<(), RootfsError> {
     if layers.is_empty() {
         return Err(RootfsError::NoLayers);
     }
-    for path in layers.iter().chain([&paths.upper, &paths.work]) {
+    for path in layers
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(others.iter().copied())
+    {
         let text = path.to_string_lossy();
         if text.contains([':', ',', '\n']) {
-            return Err(RootfsError::BadPath(path.clone()));
+            return Err(RootfsError::BadPath(path.to_path_buf()));
         }
     }
+    Ok(())
+}
+
+/// `layers` (bottom-most first) as overlayfs's `lowerdir`: topmost first.
+fn lower_dirs(layers: &[PathBuf]) -> String {
     let lower: Vec<String> = layers
         .iter()
         .rev()
         .map(|layer| layer.display().to_string())
         .collect();
-    Ok(format!(
-        "lowerdir={},upperdir={},workdir={}",
-        lower.join(":"),
-        paths.upper.display(),
-        paths.work.display()
-    ))
+    lower.join(":")
 }
 
 /// Creates the dirs and mounts the overlay.
@@ -95,12 +139,61 @@ pub fn mount_rootfs(layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), Rootf
     })
 }
 
-/// Unmounts the rootfs; not mounted is fine.
+/// Mounts image volume `index`: `layers` (bottom-most first) as a
+/// read-only overlay. Returns its mount point.
+pub fn mount_image_volume(
+    layers: &[PathBuf],
+    paths: &RootfsPaths,
+    index: usize,
+) -> Result<PathBuf, RootfsError> {
+    let empty = paths.empty_layer();
+    let options = image_volume_options(layers, &empty)?;
+    let target = paths.image_volume(index);
+    for (what, dir) in [("empty layer dir", &empty), ("image volume dir", &target)] {
+        std::fs::create_dir_all(dir).map_err(|source| RootfsError::Io {
+            what,
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    mount(
+        Some("overlay"),
+        &target,
+        Some("overlay"),
+        MsFlags::MS_RDONLY,
+        Some(options.as_str()),
+    )
+    .map_err(|source| RootfsError::Mount {
+        path: target.clone(),
+        source,
+    })?;
+    Ok(target)
+}
+
+/// Unmounts the image volumes and the rootfs; not mounted is fine.
 pub fn unmount_rootfs(paths: &RootfsPaths) -> Result<(), RootfsError> {
-    match umount2(&paths.merged, MntFlags::MNT_DETACH) {
+    let volumes = match std::fs::read_dir(&paths.image_volumes) {
+        Ok(entries) => entries.flatten().map(|entry| entry.path()).collect(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => {
+            return Err(RootfsError::Io {
+                what: "listing image volumes",
+                path: paths.image_volumes.clone(),
+                source,
+            })
+        }
+    };
+    for path in volumes.iter().chain([&paths.merged]) {
+        unmount(path)?;
+    }
+    Ok(())
+}
+
+fn unmount(path: &Path) -> Result<(), RootfsError> {
+    match umount2(path, MntFlags::MNT_DETACH) {
         Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => Ok(()),
         Err(source) => Err(RootfsError::Mount {
-            path: paths.merged.clone(),
+            path: path.to_path_buf(),
             source,
         }),
     }
@@ -142,6 +235,36 @@ mod tests {
                 Err(RootfsError::BadPath(_))
             ));
         }
+    }
+
+    #[test]
+    fn image_volumes_are_lower_dirs_over_an_empty_one() {
+        let layers = [PathBuf::from("/l/base"), PathBuf::from("/l/top")];
+        assert_eq!(
+            image_volume_options(&layers, Path::new("/b/image-volumes/empty")).unwrap(),
+            "lowerdir=/l/top:/l/base:/b/image-volumes/empty"
+        );
+        assert!(matches!(
+            image_volume_options(&[], Path::new("/e")),
+            Err(RootfsError::NoLayers)
+        ));
+    }
+
+    #[test]
+    fn a_real_image_volume_is_read_only_and_unmounted_with_the_rootfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base");
+        std::fs::create_dir_all(base.join("data")).unwrap();
+        std::fs::write(base.join("data/a"), "base").unwrap();
+        let paths = RootfsPaths::new(&dir.path().join("layer"), &dir.path().join("bundle"));
+        let target = mount_image_volume(std::slice::from_ref(&base), &paths, 3).unwrap();
+        let read = std::fs::read_to_string(target.join("data/a"));
+        let write = std::fs::write(target.join("new"), "x");
+        unmount_rootfs(&paths).unwrap();
+        assert_eq!(target, paths.image_volume(3));
+        assert_eq!(read.unwrap(), "base");
+        assert_eq!(write.unwrap_err().raw_os_error(), Some(nix::libc::EROFS));
+        assert!(!target.join("data").exists(), "unmounted");
     }
 
     #[test]

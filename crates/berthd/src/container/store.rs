@@ -25,8 +25,9 @@ pub struct ContainerRecord {
     /// The image id (config digest) and the reference the client used.
     pub image_id: String,
     pub image_ref: String,
-    /// The image's layers (diff ids) under the rootfs: kept from garbage
-    /// collection while the container exists, even if its image is removed.
+    /// The layers (diff ids) of its image and its image volumes: kept from
+    /// garbage collection while the container exists, even if the images
+    /// are removed.
     #[serde(default)]
     pub layers: Vec<String>,
     pub log_path: Option<PathBuf>,

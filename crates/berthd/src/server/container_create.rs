@@ -52,20 +52,46 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
     let image = config.image.as_ref().map(|image| image.image.as_str());
     require("config.image.image", image.unwrap_or_default())?;
     // The kernel refuses to exec these; the shim's create then hung.
-    let argv: Vec<&str> = config
+    let argv: Vec<&[u8]> = config
         .command
         .iter()
         .chain(&config.args)
-        .map(String::as_str)
+        .map(String::as_bytes)
         .collect();
     check_exec_strings("config.command and config.args", &argv)?;
-    let envs: Vec<String> = config
+    // Values are bytes (any but NUL); `KEY=value` is what the kernel gets.
+    let envs: Vec<Vec<u8>> = config
         .envs
         .iter()
-        .map(|env| format!("{}={}", env.key, env.value))
+        .map(|env| [env.key.as_bytes(), b"=", &env.value].concat())
         .collect();
-    let envs: Vec<&str> = envs.iter().map(String::as_str).collect();
-    check_exec_strings("config.envs", &envs)
+    let envs: Vec<&[u8]> = envs.iter().map(Vec::as_slice).collect();
+    check_exec_strings("config.envs", &envs)?;
+    check_image_mounts(config)
+}
+
+/// An image volume names its image and has no host path; a sub path
+/// belongs to an image volume.
+fn check_image_mounts(config: &ContainerConfig) -> Result<(), Status> {
+    for (index, mount) in config.mounts.iter().enumerate() {
+        match &mount.image {
+            Some(image) => {
+                require(&format!("config.mounts[{index}].image.image"), &image.image)?;
+                if !mount.host_path.is_empty() {
+                    return Err(Status::invalid_argument(format!(
+                        "config.mounts[{index}]: host_path and image are exclusive"
+                    )));
+                }
+            }
+            None if !mount.image_sub_path.is_empty() => {
+                return Err(Status::invalid_argument(format!(
+                    "config.mounts[{index}].image_sub_path is set without an image"
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(())
 }
 
 /// A recursive read-only mount on a kernel without `mount_setattr` would
@@ -130,10 +156,34 @@ mod tests {
         assert!(check_config(&config).is_ok());
         config.envs.push(KeyValue {
             key: "K".into(),
-            value: "v".repeat(128 * 1024),
+            value: "v".repeat(128 * 1024).into(),
         });
         let err = check_config(&config).unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().starts_with("config.envs"), "{err:?}");
+    }
+
+    #[test]
+    fn env_values_may_be_any_bytes_but_nul() {
+        let mut config = ContainerConfig {
+            metadata: Some(ContainerMetadata {
+                name: "c".into(),
+                attempt: 0,
+            }),
+            image: Some(ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            }),
+            envs: vec![KeyValue {
+                key: "BIN".into(),
+                value: vec![0xff, 0xfe, b'x'],
+            }],
+            ..Default::default()
+        };
+        assert!(check_config(&config).is_ok());
+        config.envs[0].value.push(0);
+        let err = check_config(&config).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("NUL"), "{err:?}");
     }
 }

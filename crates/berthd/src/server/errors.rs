@@ -13,9 +13,13 @@ impl From<ContainerError> for Status {
         use ContainerError::*;
         let code = match &err {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
+            Cdi(inner) => cdi_code(inner),
             LogDir { source, .. } => log_dir_code(source),
-            NotFound { .. } | ImageNotFound { .. } | TargetNotFound { .. } => Code::NotFound,
-            AmbiguousId(_) | Spec(_) | CgroupName(_) => Code::InvalidArgument,
+            NotFound { .. }
+            | ImageNotFound { .. }
+            | ImageVolumeNotFound { .. }
+            | TargetNotFound { .. } => Code::NotFound,
+            AmbiguousId(_) | Spec(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
             CreateTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
@@ -103,6 +107,17 @@ trait WithMessage {
 impl WithMessage for Code {
     fn with(self, err: &dyn std::fmt::Display) -> Status {
         Status::new(self, err.to_string())
+    }
+}
+
+/// A malformed CDI name is the request's fault; an unknown device is not
+/// on this node; edits a spec file gets wrong cannot be applied here.
+fn cdi_code(err: &berth_spec::cdi::CdiError) -> Code {
+    use berth_spec::cdi::CdiError;
+    match err {
+        CdiError::BadName { .. } => Code::InvalidArgument,
+        CdiError::UnknownDevice { .. } => Code::NotFound,
+        CdiError::BadEdit { .. } => Code::FailedPrecondition,
     }
 }
 

@@ -45,14 +45,14 @@ const MAX_CMD_BYTES: usize = 512 * 1024;
 /// `MAX_ARG_STRLEN` (E2BIG) left the exec, and with it every later call to
 /// the container's shim, hanging. A NUL cannot be in an argument at all.
 pub(super) fn check_command(cmd: &[String]) -> Result<(), Status> {
-    let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+    let args: Vec<&[u8]> = cmd.iter().map(String::as_bytes).collect();
     check_exec_strings("cmd", &args)
 }
 
 /// Strings that become a process's argv or environment (`field` names
 /// them in the error): each under `MAX_ARG_STRLEN`, all together at most
 /// [`MAX_CMD_BYTES`], none with a NUL.
-pub(super) fn check_exec_strings(field: &str, strings: &[&str]) -> Result<(), Status> {
+pub(super) fn check_exec_strings(field: &str, strings: &[&[u8]]) -> Result<(), Status> {
     if let Some(arg) = strings.iter().find(|arg| arg.len() >= MAX_ARG_BYTES) {
         return Err(Status::invalid_argument(format!(
             "{field}: a string of {} bytes is over the kernel's limit of {MAX_ARG_BYTES}",
@@ -65,7 +65,7 @@ pub(super) fn check_exec_strings(field: &str, strings: &[&str]) -> Result<(), St
             "{field}: {total} bytes in all, more than {MAX_CMD_BYTES}"
         )));
     }
-    if strings.iter().any(|arg| arg.contains('\0')) {
+    if strings.iter().any(|arg| arg.contains(&0)) {
         return Err(Status::invalid_argument(format!(
             "{field}: a string contains NUL"
         )));
