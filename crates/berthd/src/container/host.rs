@@ -22,6 +22,16 @@ pub trait RootfsMounts: Send + Sync {
     fn mount(&self, layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError>;
     /// Unmounts it; not mounted is fine.
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError>;
+    /// Mounts it over views of the layers idmapped through the user
+    /// namespace pinned at `userns` (a pod with `hostUsers: false`), the
+    /// upper dir's root owned by `owner`, the host ids of its root.
+    fn mount_idmapped(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        userns: &Path,
+        owner: (u32, u32),
+    ) -> Result<(), RootfsError>;
 }
 
 /// Starting shims and talking to them.
@@ -55,6 +65,16 @@ impl RootfsMounts for OverlayMounts {
 
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError> {
         rootfs::unmount_rootfs(paths)
+    }
+
+    fn mount_idmapped(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        userns: &Path,
+        owner: (u32, u32),
+    ) -> Result<(), RootfsError> {
+        rootfs::mount_rootfs_idmapped(layers, paths, userns, owner)
     }
 }
 

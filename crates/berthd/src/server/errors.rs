@@ -75,9 +75,10 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | CgroupParentName(_)
         | SysctlNotNamespaced { .. }
         | SysctlOfHostNamespace { .. }
-        | SysctlRefused { .. } => Code::InvalidArgument,
+        | SysctlRefused { .. }
+        | UserNamespace(_) => Code::InvalidArgument,
         NameReserved { .. } => Code::AlreadyExists,
-        NetworkNotReady(_) => Code::FailedPrecondition,
+        NetworkNotReady(_) | UserNamespacesUnsupported => Code::FailedPrecondition,
         CgroupParent { .. }
         | Cgroup { .. }
         | PinnsSpawn { .. }

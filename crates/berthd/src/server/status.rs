@@ -28,7 +28,10 @@ impl CriService {
                 conditions: vec![runtime_condition(), network_condition(&config.cni.conf_dir)],
             }),
             info,
-            runtime_handlers: runtime_handlers(&config.runtime_handlers),
+            runtime_handlers: runtime_handlers(
+                &config.runtime_handlers,
+                self.context().sandboxes.user_namespaces,
+            ),
             features: Some(RuntimeFeatures {
                 // Each feature turns on in the change that makes it work:
                 // berth-spec applies Merge and Strict group policies.
@@ -77,15 +80,17 @@ fn network_condition(conf_dir: &Path) -> RuntimeCondition {
 }
 
 /// The handlers `RunPodSandbox` accepts. The empty name is the default
-/// handler, which kubelet uses when a pod names no RuntimeClass.
-fn runtime_handlers(configured: &[String]) -> Vec<RuntimeHandler> {
+/// handler, which kubelet uses when a pod names no RuntimeClass. Each
+/// offers user namespaces when the host can make them (kubelet refuses
+/// `hostUsers: false` pods otherwise).
+fn runtime_handlers(configured: &[String], user_namespaces: bool) -> Vec<RuntimeHandler> {
     std::iter::once(String::new())
         .chain(configured.iter().cloned())
         .map(|name| RuntimeHandler {
             name,
             features: Some(RuntimeHandlerFeatures {
                 recursive_read_only_mounts: true,
-                user_namespaces: false,
+                user_namespaces,
             }),
         })
         .collect()
