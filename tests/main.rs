@@ -18,3 +18,4 @@ mod sandbox;
 mod startup;
 mod stats;
 mod streaming;
+mod user_namespaces;
