@@ -40,6 +40,9 @@ source "$repo/scripts/lib/cni.sh"
 source "$repo/scripts/lib/berthd-config.sh"
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
+# Searchable by all: a pod with a user namespace mounts its rootfs from
+# inside it, as a host uid that must reach the state dir below.
+chmod 0711 "$work"
 berthd_pid=""
 logdirs_before="$(ls -d /tmp/podLogTest* 2>/dev/null | sort || true)"
 shm_before="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ {print $2}' | sort)"

@@ -21,3 +21,4 @@ mod sandbox;
 mod startup;
 mod stats;
 mod streaming;
+mod user_namespaces;

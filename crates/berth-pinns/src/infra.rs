@@ -76,6 +76,11 @@ fn become_infra(root: &Path, id: u32) -> Result<Never, PinError> {
         nix::errno::Errno::result(result).map_err(sys("redirect stdio"))?;
     }
     drop(null);
+    // Nothing else of its parent's: with a user namespace, that parent
+    // holds the pipes it reports to berth-pinns on.
+    // SAFETY: close_range takes integers and touches no memory.
+    let closed = unsafe { nix::libc::syscall(nix::libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    nix::errno::Errno::result(closed).map_err(sys("close_range"))?;
 
     // A kernel without CONFIG_CHECKPOINT_RESTORE leaves the old command
     // line: cosmetic, not fatal.

@@ -6,10 +6,15 @@
 //! process: PID 1 of that namespace, which reaps zombies, holds no
 //! capabilities and lives in an empty root of its own.
 //!
+//! With `--uid-map` and `--gid-map` it first makes a user namespace with
+//! those mappings, and the other namespaces inside it, so that the pod's
+//! user namespace owns them (see [`userns`]).
+//!
 //! On success it prints the infra pid (or 0) on stdout and exits 0.
 
 pub mod infra;
 pub mod sysctl;
+pub mod userns;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -21,7 +26,8 @@ use nix::sched::{unshare, CloneFlags};
 #[derive(Debug, clap::Parser)]
 #[command(name = "berth-pinns")]
 pub struct Options {
-    /// Directory where the namespace files are pinned (`net`, `ipc`, `uts`, `pid`).
+    /// Directory where the namespace files are pinned (`user`, `net`, `ipc`,
+    /// `uts`, `pid`).
     #[arg(long)]
     pub dir: PathBuf,
     #[arg(long)]
@@ -45,6 +51,13 @@ pub struct Options {
     /// User and group the infra process runs as.
     #[arg(long, default_value_t = 65535)]
     pub infra_id: u32,
+    /// A new user namespace with this uid mapping, `container:host:length`
+    /// (needs `--gid-map`); the other namespaces are made inside it.
+    #[arg(long)]
+    pub uid_map: Option<String>,
+    /// The new user namespace's gid mapping, `container:host:length`.
+    #[arg(long)]
+    pub gid_map: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +112,41 @@ pub fn run(options: &Options) -> Result<i32, PinError> {
     if options.pid && options.infra_root.is_none() {
         return Err(PinError::Invalid("--pid needs --infra-root".into()));
     }
+    if options.hostname.is_some() && !options.uts {
+        return Err(PinError::Invalid("--hostname needs --uts".into()));
+    }
+    match (&options.uid_map, &options.gid_map) {
+        (None, None) => {}
+        (Some(uid_map), Some(gid_map)) => {
+            let maps = userns::Maps {
+                uid: userns::parse_map(uid_map)?,
+                gid: userns::parse_map(gid_map)?,
+            };
+            return userns::run(options, &sysctls, &maps);
+        }
+        _ => {
+            return Err(PinError::Invalid(
+                "--uid-map and --gid-map go together".into(),
+            ))
+        }
+    }
+    let infra = make_namespaces(options, &sysctls)?;
+    if let Err(err) = pin_namespaces(options, "self", infra) {
+        if infra > 0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(infra),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        return Err(err);
+    }
+    Ok(infra)
+}
+
+/// Unshares the namespaces asked for (all but user), starts the infra
+/// process and sets the hostname and sysctls inside them; returns the
+/// infra pid, or 0.
+fn make_namespaces(options: &Options, sysctls: &[sysctl::Sysctl]) -> Result<i32, PinError> {
     let mut flags = CloneFlags::empty();
     for (asked, flag) in [
         (options.net, CloneFlags::CLONE_NEWNET),
@@ -112,30 +160,51 @@ pub fn run(options: &Options) -> Result<i32, PinError> {
     }
     unshare(flags).map_err(sys("unshare"))?;
     if let Some(hostname) = &options.hostname {
-        if !options.uts {
-            return Err(PinError::Invalid("--hostname needs --uts".into()));
-        }
         nix::unistd::sethostname(hostname).map_err(sys("sethostname"))?;
     }
-    for setting in &sysctls {
-        setting.apply()?;
+    let infra = if options.pid {
+        let root = options.infra_root.as_deref().unwrap_or(Path::new("/"));
+        infra::start(root, options.infra_id)?
+    } else {
+        0
+    };
+    if options.uid_map.is_some() {
+        // Last, as it gives up host root (see userns).
+        userns::become_root()?;
     }
+    let applied = sysctls.iter().try_for_each(|setting| setting.apply());
+    if let Err(err) = applied {
+        if infra > 0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(infra),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        return Err(err);
+    }
+    Ok(infra)
+}
+
+/// Pins the namespaces of `/proc/<process>` that were asked for, and the
+/// infra process's PID namespace.
+fn pin_namespaces(options: &Options, process: &str, infra: i32) -> Result<(), PinError> {
     for (asked, name) in [
+        (options.uid_map.is_some(), "user"),
         (options.net, "net"),
         (options.ipc, "ipc"),
         (options.uts, "uts"),
     ] {
         if asked {
-            pin(&format!("/proc/self/ns/{name}"), &options.dir.join(name))?;
+            pin(
+                &format!("/proc/{process}/ns/{name}"),
+                &options.dir.join(name),
+            )?;
         }
     }
-    if !options.pid {
-        return Ok(0);
+    if options.pid {
+        pin(&format!("/proc/{infra}/ns/pid"), &options.dir.join("pid"))?;
     }
-    let root = options.infra_root.as_deref().unwrap_or(Path::new("/"));
-    let infra = infra::start(root, options.infra_id)?;
-    pin(&format!("/proc/{infra}/ns/pid"), &options.dir.join("pid"))?;
-    Ok(infra)
+    Ok(())
 }
 
 /// Bind-mounts a namespace file onto `target` (created empty first).

@@ -91,6 +91,18 @@ pub enum SpecError {
     /// A user namespace mode berth cannot honour.
     #[error("user namespace mode {0} is not supported")]
     UserNamespace(&'static str),
+    /// A container asking for another user namespace than its pod's.
+    #[error("userns_options mode {container}: a container shares its pod's user namespace, whose mode is {pod}")]
+    UserNamespaceOfPod {
+        container: &'static str,
+        pod: &'static str,
+    },
+    /// The pod's `userns_options`, invalid (checked again for each container).
+    #[error(transparent)]
+    PodUserNamespace(#[from] crate::userns::UsernsError),
+    /// A pod with userns mode POD whose user namespace was not pinned.
+    #[error("the pod asks for its own user namespace, but none was pinned for it")]
+    UserNamespaceNotPinned,
     /// A privileged container in a sandbox that is not privileged.
     #[error("no privileged container allowed in a sandbox that is not privileged")]
     PrivilegedInUnprivilegedSandbox,

@@ -26,6 +26,7 @@ pub fn namespaces() -> SandboxNamespaces {
         ipc: Some("/run/berth/ns/s1/ipc".into()),
         uts: Some("/run/berth/ns/s1/uts".into()),
         pid: None,
+        user: None,
         target_pid: None,
     }
 }

@@ -58,7 +58,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
+use cri_api::v1::{ContainerConfig, NamespaceMode, NamespaceOption, PodSandboxConfig};
 use oci_spec::runtime::{Linux, Process, Root, Spec, VERSION};
 
 pub mod annotations;
@@ -80,6 +80,7 @@ pub mod security;
 pub mod signal;
 pub mod system_mounts;
 pub mod user;
+pub mod userns;
 
 #[cfg(test)]
 mod fixtures;
@@ -178,6 +179,10 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         devices::container_devices(&config.devices, settings.privileged, inputs.host)?;
 
     let namespace_options = security.and_then(|s| s.namespace_options.as_ref());
+    let pod_userns = userns::pod_user_namespace(sandbox_namespace_options(inputs.sandbox_config))?;
+    if pod_userns.is_some() != inputs.namespaces.user.is_some() {
+        return Err(SpecError::UserNamespaceNotPinned);
+    }
     let new_cgroup_namespace = inputs.features.v2 && !settings.privileged;
     let namespaces = namespaces::container_namespaces(
         namespace_options,
@@ -197,8 +202,10 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let mut linux = Linux::default();
     linux
         .set_net_devices(None)
-        .set_uid_mappings(None)
-        .set_gid_mappings(None)
+        // Informational: the user namespace is joined, never made, so
+        // libcontainer writes no maps; the pod's pinned one has these.
+        .set_uid_mappings(pod_userns.map(|userns| vec![userns.uids.to_oci()]))
+        .set_gid_mappings(pod_userns.map(|userns| vec![userns.gids.to_oci()]))
         .set_sysctl((!sysctls.is_empty()).then_some(sysctls))
         .set_resources(Some(linux_resources))
         .set_cgroups_path(Some(PathBuf::from(inputs.cgroups_path)))
@@ -252,12 +259,16 @@ fn pod_hostname(inputs: &ContainerInputs) -> String {
 
 /// The pod's own PID namespace mode.
 fn sandbox_pid_mode(sandbox_config: &PodSandboxConfig) -> NamespaceMode {
+    sandbox_namespace_options(sandbox_config).map_or(NamespaceMode::Pod, |options| options.pid())
+}
+
+/// The pod's namespace options, if it sent any.
+fn sandbox_namespace_options(sandbox_config: &PodSandboxConfig) -> Option<&NamespaceOption> {
     sandbox_config
         .linux
         .as_ref()
         .and_then(|linux| linux.security_context.as_ref())
         .and_then(|context| context.namespace_options.as_ref())
-        .map_or(NamespaceMode::Pod, |options| options.pid())
 }
 
 #[cfg(test)]

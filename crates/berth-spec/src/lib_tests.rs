@@ -344,3 +344,74 @@ fn cgroup_v1_hosts_get_no_cgroup_mount_and_a_read_only_tmpfs() {
         "{readonly:?}"
     );
 }
+
+#[test]
+fn a_userns_pod_container_joins_its_user_namespace_with_its_mappings() {
+    use cri_api::v1::{IdMapping, NamespaceOption, UserNamespace};
+    let mut sandbox = sandbox_config(false);
+    let mapping = vec![IdMapping {
+        container_id: 0,
+        host_id: 65536,
+        length: 65536,
+    }];
+    if let Some(context) = sandbox
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        let options = context
+            .namespace_options
+            .get_or_insert_with(NamespaceOption::default);
+        options.userns_options = Some(UserNamespace {
+            mode: NamespaceMode::Pod as i32,
+            uids: mapping.clone(),
+            gids: mapping,
+        });
+    }
+    let (config, image, host) = (container_config(), image(), host());
+    let inputs = |namespaces| ContainerInputs {
+        container_id: "c1",
+        sandbox_id: "s1",
+        config: &config,
+        sandbox_config: &sandbox,
+        image: &image,
+        rootfs: Path::new("/rootfs"),
+        namespaces,
+        cgroups_path: "/c1",
+        cgroup_view: CgroupView::V2,
+        etc_passwd: Some(PASSWD),
+        etc_group: Some(GROUP),
+        sandbox_files: files(),
+        host_oom_score_adj_floor: 0,
+        features: CgroupFeatures::default(),
+        host: &host,
+    };
+    let pinned = SandboxNamespaces {
+        user: Some("/run/berth/ns/s1/user".into()),
+        ..namespaces()
+    };
+    let spec = container_spec(&inputs(&pinned)).unwrap();
+    let linux = spec.linux().as_ref().unwrap();
+    let user = linux
+        .namespaces()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|ns| ns.typ() == LinuxNamespaceType::User)
+        .expect("a user namespace");
+    assert_eq!(
+        user.path().as_deref(),
+        Some(Path::new("/run/berth/ns/s1/user"))
+    );
+    for mappings in [linux.uid_mappings(), linux.gid_mappings()] {
+        let mapping = mappings.as_ref().unwrap()[0];
+        assert_eq!(
+            (mapping.container_id(), mapping.host_id(), mapping.size()),
+            (0, 65536, 65536)
+        );
+    }
+    // Without the pin (a pod made before berth had user namespaces) the
+    // container cannot be made as asked.
+    let err = container_spec(&inputs(&namespaces())).unwrap_err();
+    assert!(matches!(err, SpecError::UserNamespaceNotPinned), "{err}");
+}

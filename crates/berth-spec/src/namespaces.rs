@@ -12,7 +12,10 @@
 //! - Mount is always new. Cgroup is new on cgroup v2 for unprivileged
 //!   containers, so they see their own cgroup as the root; on v1 (and for
 //!   privileged containers) it stays the host's, as in containerd.
-//! - User namespaces are not supported: only the host's (NODE, or unset).
+//! - User follows the sandbox too: a pod with userns mode POD pinned its
+//!   user namespace, which owns the pod's other namespaces, so every
+//!   container joins it (see [`crate::userns`]). A container may repeat its
+//!   pod's mode, never ask for another.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -31,6 +34,8 @@ pub struct SandboxNamespaces {
     pub ipc: Option<PathBuf>,
     pub uts: Option<PathBuf>,
     pub pid: Option<PathBuf>,
+    /// The pod's user namespace, for a pod with userns mode POD.
+    pub user: Option<PathBuf>,
     /// Init pid of the container named by `target_id`, for PID TARGET.
     pub target_pid: Option<u32>,
 }
@@ -48,13 +53,16 @@ pub fn container_namespaces(
 ) -> Result<Vec<LinuxNamespace>, SpecError> {
     let default_options = NamespaceOption::default();
     let options = options.unwrap_or(&default_options);
-    check_user_namespace(options)?;
+    check_user_namespace(options, sandbox.user.is_some())?;
     let pid_mode = NamespaceMode::try_from(options.pid).map_err(|_| SpecError::NamespaceMode {
         kind: "pid",
         mode: options.pid,
     })?;
 
     let mut namespaces = Vec::new();
+    if let Some(path) = &sandbox.user {
+        namespaces.push(namespace(LinuxNamespaceType::User, Some(path.clone())));
+    }
     let pid = match pid_mode {
         NamespaceMode::Pod => match (&sandbox.pid, sandbox_pid_mode) {
             (Some(path), _) => Some(Some(path.clone())),
@@ -89,15 +97,26 @@ pub fn container_namespaces(
     Ok(namespaces)
 }
 
-/// Only the host's user namespace: POD would need ID-mapped rootfs and
-/// mounts, which berth does not do (and so does not advertise); CONTAINER
-/// and TARGET are invalid for user namespaces (critest checks the refusal).
-fn check_user_namespace(options: &NamespaceOption) -> Result<(), SpecError> {
+/// A container shares its pod's user namespace: unset follows the pod,
+/// NODE and POD must be the pod's own mode, CONTAINER and TARGET are
+/// invalid for user namespaces (critest checks the refusal).
+fn check_user_namespace(options: &NamespaceOption, pod_has_userns: bool) -> Result<(), SpecError> {
     let Some(userns) = &options.userns_options else {
         return Ok(());
     };
+    let pod_mode = if pod_has_userns {
+        NamespaceMode::Pod
+    } else {
+        NamespaceMode::Node
+    };
     match NamespaceMode::try_from(userns.mode) {
-        Ok(NamespaceMode::Node) => Ok(()),
+        Ok(mode @ (NamespaceMode::Node | NamespaceMode::Pod)) if mode == pod_mode => Ok(()),
+        Ok(mode @ (NamespaceMode::Node | NamespaceMode::Pod)) => {
+            Err(SpecError::UserNamespaceOfPod {
+                container: mode.as_str_name(),
+                pod: pod_mode.as_str_name(),
+            })
+        }
         Ok(mode) => Err(SpecError::UserNamespace(mode.as_str_name())),
         Err(_) => Err(SpecError::NamespaceMode {
             kind: "user",

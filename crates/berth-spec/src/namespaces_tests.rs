@@ -8,6 +8,7 @@ fn pinned() -> SandboxNamespaces {
         ipc: Some("/run/berth/ns/s1/ipc".into()),
         uts: Some("/run/berth/ns/s1/uts".into()),
         pid: Some("/run/berth/ns/s1/pid".into()),
+        user: None,
         target_pid: None,
     }
 }
@@ -157,28 +158,27 @@ fn cgroup_namespace_only_when_asked() {
     assert_eq!(path_of(&without, LinuxNamespaceType::Cgroup), None);
 }
 
-#[test]
-fn user_namespaces_other_than_the_hosts_are_refused() {
-    let with_mode = |mode: i32| NamespaceOption {
+fn with_userns_mode(mode: i32) -> NamespaceOption {
+    NamespaceOption {
         userns_options: Some(UserNamespace {
             mode,
             ..Default::default()
         }),
         ..Default::default()
-    };
-    let node = with_mode(NamespaceMode::Node as i32);
+    }
+}
+
+#[test]
+fn container_and_target_user_namespaces_are_refused() {
+    let node = with_userns_mode(NamespaceMode::Node as i32);
     assert!(container_namespaces(Some(&node), NamespaceMode::Pod, &pinned(), false).is_ok());
-    for mode in [
-        NamespaceMode::Pod,
-        NamespaceMode::Container,
-        NamespaceMode::Target,
-    ] {
-        let option = with_mode(mode as i32);
+    for mode in [NamespaceMode::Container, NamespaceMode::Target] {
+        let option = with_userns_mode(mode as i32);
         let err =
             container_namespaces(Some(&option), NamespaceMode::Pod, &pinned(), false).unwrap_err();
         assert!(matches!(err, SpecError::UserNamespace(name) if name == mode.as_str_name()));
     }
-    let bogus = with_mode(9);
+    let bogus = with_userns_mode(9);
     let err = container_namespaces(Some(&bogus), NamespaceMode::Pod, &pinned(), false).unwrap_err();
     assert!(matches!(
         err,
@@ -187,6 +187,38 @@ fn user_namespaces_other_than_the_hosts_are_refused() {
             mode: 9
         }
     ));
+}
+
+#[test]
+fn containers_join_the_pods_user_namespace() {
+    let sandbox = SandboxNamespaces {
+        user: Some("/run/berth/ns/s1/user".into()),
+        ..pinned()
+    };
+    for option in [None, Some(with_userns_mode(NamespaceMode::Pod as i32))] {
+        let namespaces =
+            container_namespaces(option.as_ref(), NamespaceMode::Pod, &sandbox, false).unwrap();
+        assert_eq!(
+            path_of(&namespaces, LinuxNamespaceType::User),
+            Some(Some(Path::new("/run/berth/ns/s1/user")))
+        );
+    }
+    // No container leaves its pod's user namespace, nor asks for one its
+    // pod does not have.
+    let node = with_userns_mode(NamespaceMode::Node as i32);
+    let err = container_namespaces(Some(&node), NamespaceMode::Pod, &sandbox, false).unwrap_err();
+    assert!(matches!(
+        err,
+        SpecError::UserNamespaceOfPod {
+            container: "NODE",
+            pod: "POD"
+        }
+    ));
+    let pod = with_userns_mode(NamespaceMode::Pod as i32);
+    let err = container_namespaces(Some(&pod), NamespaceMode::Pod, &pinned(), false).unwrap_err();
+    assert!(matches!(err, SpecError::UserNamespaceOfPod { .. }));
+    let without = container_namespaces(None, NamespaceMode::Pod, &pinned(), false).unwrap();
+    assert_eq!(path_of(&without, LinuxNamespaceType::User), None);
 }
 
 #[test]

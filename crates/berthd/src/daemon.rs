@@ -207,8 +207,19 @@ fn open_sandboxes(
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
         runtime_handlers: config.runtime_handlers.clone(),
         cgroup_lock: std::sync::Mutex::new(()),
+        user_namespaces: host_supports_userns(),
         pod_cidr: RwLock::new(None),
     })
+}
+
+/// Whether pods may have a user namespace here, from the kernel's release
+/// and user namespace limit (see `kernel_supports_userns` for why no probe).
+fn host_supports_userns() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let limit = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok();
+    let supported = berth_spec::userns::kernel_supports_userns(release.trim(), limit.as_deref());
+    tracing::info!(kernel = %release.trim(), supported, "user namespaces for pods");
+    supported
 }
 
 /// A helper binary installed next to berthd.

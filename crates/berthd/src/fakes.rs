@@ -91,6 +91,7 @@ impl PodNamespaces for FakeNamespaces {
         }
         let mut pinned = Pinned::default();
         for (asked, kind) in [
+            (request.userns.is_some(), "user"),
             (request.net, "net"),
             (request.ipc, "ipc"),
             (request.uts, "uts"),
@@ -245,6 +246,16 @@ impl RootfsMounts for FakeMounts {
     fn unmount(&self, _paths: &RootfsPaths) -> Result<(), RootfsError> {
         self.journal.write("unmount rootfs");
         Ok(())
+    }
+
+    fn mount_idmapped(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        _userns: &Path,
+        _owner: (u32, u32),
+    ) -> Result<(), RootfsError> {
+        self.mount(layers, paths)
     }
 }
 

@@ -134,6 +134,7 @@ impl Runtime {
             ns_dir: tmp.path().join("ns"),
             cgroup_lock: std::sync::Mutex::new(()),
             runtime_handlers: vec![],
+            user_namespaces: false,
             pod_cidr: std::sync::RwLock::new(None),
         });
         let containers = Arc::new(ContainerManager {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use berth_image::store::ImageRecord;
 use berth_shim_api::protocol::{Request, RunState, SignalArg};
+use berth_spec::userns::PodUserNamespace;
 use berth_spec::{ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces};
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
@@ -154,12 +155,24 @@ impl ContainerManager {
             berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
                 .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
         let dirs = self.make_dirs(c.id, &location.path, undo)?;
+        // The mappings of the user namespace the pod pinned: its stored config.
+        let userns = pod_userns(&c.sandbox.config)?;
+        if let Some(userns) = &userns {
+            open_bundle_to(&dirs.bundle, userns.gids.host_id)
+                .map_err(|err| ContainerError::io("container dir", err))?;
+        }
         let layers = held_layers(c);
         // Held from before the mount: a RemoveImage racing this create must
         // not collect the layers being mounted.
         self.hold_layers(c.id, &layers);
         undo.layers_held = true;
-        let rootfs = self.mount_rootfs(c.image, &dirs, undo)?;
+        let pinned_userns = c.sandbox.namespaces.get("user");
+        let idmap = match (userns, pinned_userns) {
+            (Some(userns), Some(path)) => Some((path.as_path(), userns)),
+            (None, None) => None,
+            _ => return Err(berth_spec::SpecError::UserNamespaceNotPinned.into()),
+        };
+        let rootfs = self.mount_rootfs(c.image, &dirs, idmap, undo)?;
         let sources = self.mount_image_volumes(c.volumes, &rootfs)?;
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
         let user_files = image_files::read_user_files(&rootfs.merged).await?;
@@ -253,11 +266,13 @@ impl ContainerManager {
         Ok(dirs)
     }
 
-    /// The image's layers under a writable upper dir.
+    /// The image's layers under a writable upper dir, idmapped when the
+    /// pod has its own user namespace.
     fn mount_rootfs(
         &self,
         image: &ImageRecord,
         dirs: &Dirs,
+        idmap: Option<(&Path, PodUserNamespace)>,
         undo: &mut Undo,
     ) -> Result<RootfsPaths, ContainerError> {
         let layers = image
@@ -266,7 +281,13 @@ impl ContainerManager {
             .map(|layer| self.images.layer_path(&layer.diff_id))
             .collect::<Result<Vec<_>, _>>()?;
         let paths = RootfsPaths::new(&dirs.layer, &dirs.bundle);
-        self.mounts.mount(&layers, &paths)?;
+        match idmap {
+            Some((path, userns)) => {
+                self.mounts
+                    .mount_idmapped(&layers, &paths, path, userns.host_root())?
+            }
+            None => self.mounts.mount(&layers, &paths)?,
+        }
         undo.rootfs = Some(paths.clone());
         Ok(paths)
     }
@@ -508,6 +529,7 @@ fn sandbox_namespaces(sandbox: &SandboxRecord, target_pid: Option<u32>) -> Sandb
         ipc: sandbox.namespaces.get("ipc").cloned(),
         uts: sandbox.namespaces.get("uts").cloned(),
         pid: sandbox.namespaces.get("pid").cloned(),
+        user: sandbox.namespaces.get("user").cloned(),
         target_pid,
     }
 }
@@ -520,6 +542,28 @@ fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
         resolv_conf: Some(sandbox.dir.join("resolv.conf")),
         shm: sandbox.shm.clone(),
     }
+}
+
+/// The user namespace the container's pod asks for, checked.
+fn pod_userns(
+    sandbox_config: &PodSandboxConfig,
+) -> Result<Option<PodUserNamespace>, ContainerError> {
+    let options = sandbox_config
+        .linux
+        .as_ref()
+        .and_then(|linux| linux.security_context.as_ref())
+        .and_then(|context| context.namespace_options.as_ref());
+    berth_spec::userns::pod_user_namespace(options).map_err(|err| ContainerError::Spec(err.into()))
+}
+
+/// Lets the pod's mapped root group search the bundle (0710), as
+/// containerd does: libcontainer mounts the rootfs from inside the user
+/// namespace, where host root's 0700 dirs are closed. config.json stays
+/// 0600, so the env is still root's alone.
+fn open_bundle_to(bundle: &Path, host_gid: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::os::unix::fs::chown(bundle, None, Some(host_gid))?;
+    std::fs::set_permissions(bundle, std::fs::Permissions::from_mode(0o710))
 }
 
 /// Creates `dir` (and its parents) and makes it 0700, also when it existed.

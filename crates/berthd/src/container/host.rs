@@ -30,6 +30,16 @@ pub trait RootfsMounts: Send + Sync {
     ) -> Result<PathBuf, RootfsError>;
     /// Unmounts it and the image volumes; not mounted is fine.
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError>;
+    /// Mounts it over views of the layers idmapped through the user
+    /// namespace pinned at `userns` (a pod with `hostUsers: false`), the
+    /// upper dir's root owned by `owner`, the host ids of its root.
+    fn mount_idmapped(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        userns: &Path,
+        owner: (u32, u32),
+    ) -> Result<(), RootfsError>;
 }
 
 /// Starting shims and talking to them.
@@ -72,6 +82,16 @@ impl RootfsMounts for OverlayMounts {
 
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError> {
         rootfs::unmount_rootfs(paths)
+    }
+
+    fn mount_idmapped(
+        &self,
+        layers: &[PathBuf],
+        paths: &RootfsPaths,
+        userns: &Path,
+        owner: (u32, u32),
+    ) -> Result<(), RootfsError> {
+        rootfs::mount_rootfs_idmapped(layers, paths, userns, owner)
     }
 }
 

@@ -57,6 +57,12 @@ pub enum RootfsError {
     },
     #[error("mounting the overlay at {path}: {source}")]
     Mount { path: PathBuf, source: nix::Error },
+    #[error("idmapped layer view of {path} ({step}): {source}")]
+    Idmap {
+        path: PathBuf,
+        step: &'static str,
+        source: nix::Error,
+    },
 }
 
 /// The overlay mount options for `layers` given bottom-most first (the
@@ -168,6 +174,157 @@ pub fn mount_image_volume(
         source,
     })?;
     Ok(target)
+}
+
+/// Mounts the overlay over idmapped views of its image layers, mapped
+/// through the user namespace pinned at `userns` (a pod with `hostUsers:
+/// false`): root of that namespace then owns what host root owns in the
+/// layers, which stay shared by pods of any mapping, unchowned.
+///
+/// overlayfs cannot be idmapped itself, but takes idmapped layers (Linux
+/// 5.19). Each layer is cloned with `open_tree`, idmapped with
+/// `mount_setattr` and attached under `<layer dir>/idmap/` only until the
+/// overlay has found it by path (overlayfs keeps private copies). The
+/// upper dir is not idmapped: overlayfs makes its work dir there as host
+/// root, which such a view cannot represent (the mount would fall back to
+/// read-only). So what the container writes is stored as the host ids it
+/// runs as, and the upper dir's root is chowned to `owner`, the host ids
+/// of the namespace's root, which must own the container's `/`.
+pub fn mount_rootfs_idmapped(
+    layers: &[PathBuf],
+    paths: &RootfsPaths,
+    userns: &Path,
+    owner: (u32, u32),
+) -> Result<(), RootfsError> {
+    let layer_dir = paths
+        .upper
+        .parent()
+        .ok_or_else(|| RootfsError::BadPath(paths.upper.clone()))?;
+    for (what, dir) in [("upper dir", &paths.upper), ("work dir", &paths.work)] {
+        std::fs::create_dir_all(dir).map_err(|source| RootfsError::Io {
+            what,
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    std::os::unix::fs::chown(&paths.upper, Some(owner.0), Some(owner.1)).map_err(|source| {
+        RootfsError::Io {
+            what: "chown upper dir",
+            path: paths.upper.clone(),
+            source,
+        }
+    })?;
+    let userns = std::fs::File::open(userns).map_err(|source| RootfsError::Io {
+        what: "user namespace",
+        path: userns.to_path_buf(),
+        source,
+    })?;
+    let staging = layer_dir.join("idmap");
+    let mut attached = Vec::new();
+    let result = (|| {
+        let mut views = Vec::new();
+        for (index, source) in layers.iter().enumerate() {
+            let target = staging.join(index.to_string());
+            std::fs::create_dir_all(&target).map_err(|source| RootfsError::Io {
+                what: "idmap staging dir",
+                path: target.clone(),
+                source,
+            })?;
+            idmap::attach_idmapped(source, &target, &userns)?;
+            attached.push(target.clone());
+            views.push(target);
+        }
+        mount_rootfs(&views, paths)
+    })();
+    for target in attached.iter().rev() {
+        if let Err(err) = umount2(target, MntFlags::MNT_DETACH) {
+            tracing::warn!(path = %target.display(), error = %err, "unmount idmapped layer view");
+        }
+    }
+    if let Err(err) = std::fs::remove_dir_all(&staging) {
+        if err.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(path = %staging.display(), error = %err, "remove idmap staging dir");
+        }
+    }
+    result
+}
+
+/// The idmapped-mount syscalls, which nix does not wrap.
+mod idmap {
+    use std::ffi::CString;
+    use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::path::Path;
+
+    use nix::libc;
+
+    use super::RootfsError;
+
+    fn failed(path: &Path, step: &'static str) -> impl FnOnce(nix::Error) -> RootfsError {
+        let path = path.to_path_buf();
+        move |source| RootfsError::Idmap { path, step, source }
+    }
+
+    fn c_path(path: &Path) -> Result<CString, RootfsError> {
+        CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| RootfsError::BadPath(path.to_path_buf()))
+    }
+
+    /// Attaches at `target` a clone of the mount at `source` (that
+    /// subtree, without submounts), idmapped through `userns`.
+    pub(super) fn attach_idmapped(
+        source: &Path,
+        target: &Path,
+        userns: &File,
+    ) -> Result<(), RootfsError> {
+        let source_c = c_path(source)?;
+        let target_c = c_path(target)?;
+        // SAFETY: open_tree reads the NUL-terminated path and returns a new fd.
+        let tree = unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                libc::AT_FDCWD,
+                source_c.as_ptr(),
+                libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC,
+            )
+        };
+        let tree = nix::errno::Errno::result(tree).map_err(failed(source, "open_tree"))?;
+        // SAFETY: the syscall succeeded, so `tree` is a new fd we alone own.
+        let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
+        let attr = libc::mount_attr {
+            attr_set: libc::MOUNT_ATTR_IDMAP,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: userns.as_raw_fd() as u64,
+        };
+        let empty = c"";
+        // SAFETY: mount_setattr reads `attr`, of the size given, and the
+        // empty path.
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                tree.as_raw_fd(),
+                empty.as_ptr(),
+                libc::AT_EMPTY_PATH,
+                &attr as *const libc::mount_attr,
+                std::mem::size_of::<libc::mount_attr>(),
+            )
+        };
+        nix::errno::Errno::result(set).map_err(failed(source, "mount_setattr"))?;
+        // SAFETY: move_mount reads the two NUL-terminated paths.
+        let moved = unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                tree.as_raw_fd(),
+                empty.as_ptr(),
+                libc::AT_FDCWD,
+                target_c.as_ptr(),
+                libc::MOVE_MOUNT_F_EMPTY_PATH,
+            )
+        };
+        nix::errno::Errno::result(moved).map_err(failed(target, "move_mount"))?;
+        Ok(())
+    }
 }
 
 /// Unmounts the image volumes and the rootfs; not mounted is fine.

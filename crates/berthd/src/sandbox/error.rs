@@ -54,6 +54,10 @@ pub enum SandboxError {
     /// A sysctl berth-pinns found malformed or the kernel refused.
     #[error("linux.sysctls: {stderr}")]
     SysctlRefused { stderr: String },
+    #[error(transparent)]
+    UserNamespace(#[from] berth_spec::userns::UsernsError),
+    #[error("namespace_options.userns_options mode POD: this host cannot run pods in a user namespace (it needs user namespaces and Linux 5.19 or later for idmapped overlay mounts)")]
+    UserNamespacesUnsupported,
     #[error("cannot run {binary}: {source}")]
     PinnsSpawn { binary: PathBuf, source: io::Error },
     #[error("creating pod namespaces failed: {stderr}")]

@@ -32,8 +32,8 @@ pub trait PodNamespaces: Send + Sync {
     /// berth-pinns still at work on `ns_dir`, and an infra process
     /// chrooted into `infra_root`.
     async fn kill_unrecorded(&self, ns_dir: &Path, infra_root: &Path);
-    /// Mounts the pod's /dev/shm at `path`.
-    fn mount_shm(&self, path: &Path, size: &str) -> Result<(), SandboxError>;
+    /// Mounts the pod's /dev/shm at `path` with tmpfs `options`.
+    fn mount_shm(&self, path: &Path, options: &str) -> Result<(), SandboxError>;
     /// Unmounts a pin or mount and removes its mount point; gone is fine.
     fn unmount(&self, path: &Path);
 }
@@ -88,8 +88,8 @@ impl PodNamespaces for Pinns {
         crate::procs::kill_and_wait(&crate::procs::rooted_at(infra_root)).await;
     }
 
-    fn mount_shm(&self, path: &Path, size: &str) -> Result<(), SandboxError> {
-        namespaces::mount_shm(path, size)
+    fn mount_shm(&self, path: &Path, options: &str) -> Result<(), SandboxError> {
+        namespaces::mount_shm(path, options)
     }
 
     fn unmount(&self, path: &Path) {

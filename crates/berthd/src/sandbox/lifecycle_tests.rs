@@ -41,6 +41,7 @@ pub(crate) fn fixture() -> Fixture {
         ns_dir: dir.path().join("ns"),
         cgroup_lock: std::sync::Mutex::new(()),
         runtime_handlers: vec![],
+        user_namespaces: true,
         pod_cidr: std::sync::RwLock::new(None),
     };
     Fixture {

@@ -45,6 +45,9 @@ pub struct SandboxManager {
     pub cgroup_lock: std::sync::Mutex<()>,
     /// Handler names accepted besides the default `""`.
     pub runtime_handlers: Vec<String>,
+    /// Whether this host can run pods in a user namespace (see
+    /// `berth_spec::userns::kernel_supports_userns`).
+    pub user_namespaces: bool,
     /// The pod CIDR from UpdateRuntimeConfig, passed to CNI as `ipRanges`.
     pub pod_cidr: RwLock<Option<String>>,
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use berth_spec::userns::{IdRange, PodUserNamespace};
 use cri_api::v1::NamespaceMode;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 
@@ -24,6 +25,8 @@ pub struct PinRequest {
     pub hostname: Option<String>,
     pub sysctls: Vec<String>,
     pub infra_root: PathBuf,
+    /// A user namespace with these mappings, owning the other namespaces.
+    pub userns: Option<PodUserNamespace>,
 }
 
 /// What berth-pinns made.
@@ -56,6 +59,17 @@ pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, SandboxEr
     if request.pid {
         command.arg("--infra-root").arg(&request.infra_root);
     }
+    if let Some(userns) = &request.userns {
+        let arg =
+            |range: IdRange| format!("{}:{}:{}", range.container_id, range.host_id, range.length);
+        command
+            .arg("--uid-map")
+            .arg(arg(userns.uids))
+            .arg("--gid-map")
+            .arg(arg(userns.gids))
+            .arg("--infra-id")
+            .arg(userns.infra_id().to_string());
+    }
     let output = command
         .output()
         .await
@@ -65,6 +79,7 @@ pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, SandboxEr
         })?;
     let mut pinned = Pinned::default();
     for (asked, name) in [
+        (request.userns.is_some(), "user"),
         (request.net, "net"),
         (request.ipc, "ipc"),
         (request.uts, "uts"),
@@ -144,15 +159,16 @@ fn sysctl_namespace(key: &str) -> Option<&'static str> {
     None
 }
 
-/// Mounts the pod's /dev/shm tmpfs at `path`.
-pub fn mount_shm(path: &Path, size: &str) -> Result<(), SandboxError> {
+/// Mounts the pod's /dev/shm tmpfs at `path`, with tmpfs `options` (its
+/// size, and its owner in a pod with a user namespace).
+pub fn mount_shm(path: &Path, options: &str) -> Result<(), SandboxError> {
     std::fs::create_dir_all(path).map_err(|err| SandboxError::io("shm dir", err))?;
     mount(
         Some("shm"),
         path,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some(format!("mode=1777,{size}").as_str()),
+        Some(format!("mode=1777,{options}").as_str()),
     )
     .map_err(|source| SandboxError::ShmMount {
         path: path.to_path_buf(),

@@ -130,6 +130,15 @@ impl SandboxManager {
     ) -> Result<SandboxRecord, SandboxError> {
         let linux = config.linux.clone().unwrap_or_default();
         let modes = Modes::of(&linux);
+        let userns = berth_spec::userns::pod_user_namespace(
+            linux
+                .security_context
+                .as_ref()
+                .and_then(|context| context.namespace_options.as_ref()),
+        )?;
+        if userns.is_some() && !self.user_namespaces {
+            return Err(SandboxError::UserNamespacesUnsupported);
+        }
         let location = berth_cgroups::sandbox_cgroup(
             self.driver,
             &linux.cgroup_parent,
@@ -166,6 +175,7 @@ impl SandboxManager {
             hostname: (modes.network != NamespaceMode::Node).then(|| hostname.clone()),
             sysctls: namespaces::check_sysctls(&linux.sysctls, modes.network, modes.ipc)?,
             infra_root: dir.join("root"),
+            userns,
         };
         let pinned = self.namespaces.pin(&request).await?;
         undo.pins = pinned.namespaces.values().cloned().collect();
@@ -175,7 +185,15 @@ impl SandboxManager {
         };
         let shm = if modes.ipc != NamespaceMode::Node {
             let shm = dir.join("shm");
-            self.namespaces.mount_shm(&shm, SHM_SIZE)?;
+            // Owned by the pod's root, so root inside owns its /dev/shm.
+            let options = match &userns {
+                Some(userns) => {
+                    let (uid, gid) = userns.host_root();
+                    format!("{SHM_SIZE},uid={uid},gid={gid}")
+                }
+                None => SHM_SIZE.to_string(),
+            };
+            self.namespaces.mount_shm(&shm, &options)?;
             undo.shm = Some(shm.clone());
             Some(shm)
         } else {

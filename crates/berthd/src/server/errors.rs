@@ -79,9 +79,12 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | CgroupParentName(_)
         | SysctlNotNamespaced { .. }
         | SysctlOfHostNamespace { .. }
-        | SysctlRefused { .. } => Code::InvalidArgument,
+        | SysctlRefused { .. }
+        | UserNamespace(_) => Code::InvalidArgument,
         NameReserved { .. } => Code::AlreadyExists,
-        NetworkNotReady(_) | ResourcesRefused { .. } => Code::FailedPrecondition,
+        NetworkNotReady(_) | ResourcesRefused { .. } | UserNamespacesUnsupported => {
+            Code::FailedPrecondition
+        }
         CgroupParent { .. }
         | Cgroup { .. }
         | PinnsSpawn { .. }

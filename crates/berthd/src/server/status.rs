@@ -29,7 +29,11 @@ impl CriService {
                 conditions: vec![runtime_condition(), network_condition(&config.cni.conf_dir)],
             }),
             info,
-            runtime_handlers: runtime_handlers(&config.runtime_handlers, &self.context().kernel),
+            runtime_handlers: runtime_handlers(
+                &config.runtime_handlers,
+                &self.context().kernel,
+                self.context().sandboxes.user_namespaces,
+            ),
             features: Some(RuntimeFeatures {
                 // Each feature turns on in the change that makes it work:
                 // berth-spec applies Merge and Strict group policies.
@@ -80,15 +84,20 @@ fn network_condition(conf_dir: &Path) -> RuntimeCondition {
 /// The handlers `RunPodSandbox` accepts. The empty name is the default
 /// handler, which kubelet uses when a pod names no RuntimeClass.
 /// Recursive read-only mounts are advertised only where the kernel makes
-/// them (Linux 5.12), as kubelet then sends them.
-fn runtime_handlers(configured: &[String], kernel: &KernelFeatures) -> Vec<RuntimeHandler> {
+/// them (Linux 5.12), as kubelet then sends them; user namespaces when the
+/// host can make them (kubelet refuses `hostUsers: false` pods otherwise).
+fn runtime_handlers(
+    configured: &[String],
+    kernel: &KernelFeatures,
+    user_namespaces: bool,
+) -> Vec<RuntimeHandler> {
     std::iter::once(String::new())
         .chain(configured.iter().cloned())
         .map(|name| RuntimeHandler {
             name,
             features: Some(RuntimeHandlerFeatures {
                 recursive_read_only_mounts: kernel.recursive_read_only,
-                user_namespaces: false,
+                user_namespaces,
             }),
         })
         .collect()

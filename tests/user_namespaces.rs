@@ -1,0 +1,275 @@
+//! Pods with their own user namespace (`hostUsers: false`, userns mode
+//! POD): container root is an unprivileged host uid, the image's files
+//! still belong to root inside, what the container writes belongs to the
+//! mapped uid on the host, and the pod's files work from inside.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use berth_tests::host::mounts_under;
+use berth_tests::pods::{container_config, pod_config, Harness};
+use cri_api::v1::{
+    ContainerState, ContainerStatusRequest, IdMapping, NamespaceMode, PodSandboxConfig,
+    RunPodSandboxRequest, StatusRequest, UserNamespace,
+};
+
+/// Where container ids 0..65536 land on the host: far from any real user.
+const HOST_ID: u32 = 1_200_000;
+const LENGTH: u32 = 65536;
+
+fn userns(mode: NamespaceMode, mappings: Vec<IdMapping>) -> UserNamespace {
+    UserNamespace {
+        mode: mode as i32,
+        uids: mappings.clone(),
+        gids: mappings,
+    }
+}
+
+fn kubelet_mapping() -> Vec<IdMapping> {
+    vec![IdMapping {
+        container_id: 0,
+        host_id: HOST_ID,
+        length: LENGTH,
+    }]
+}
+
+/// The harness's pod config with `userns_options` set.
+fn userns_pod(harness: &Harness, name: &str, userns: UserNamespace) -> PodSandboxConfig {
+    let mut config = pod_config(
+        name,
+        &harness.parent(name),
+        &harness.log_dir(name),
+        NamespaceMode::Pod,
+    );
+    if let Some(options) = config
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+        .and_then(|context| context.namespace_options.as_mut())
+    {
+        options.userns_options = Some(userns);
+    }
+    config
+}
+
+async fn run_pod(harness: &Harness, config: &PodSandboxConfig) -> Result<String, tonic::Status> {
+    harness
+        .client()
+        .await
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        })
+        .await
+        .map(|response| response.into_inner().pod_sandbox_id)
+}
+
+/// The log's message lines once one of them is `wanted`.
+async fn wait_for_line(path: &Path, wanted: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lines: Vec<String> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| line.splitn(4, ' ').nth(3).unwrap_or_default().to_string())
+            .collect();
+        if lines.iter().any(|line| line == wanted) {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{wanted:?} not in {}: {lines:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The host uid of `pid`'s real user, from `/proc/<pid>/status`.
+fn host_uid(pid: u64) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().next())
+        .and_then(|uid| uid.parse().ok())
+        .unwrap_or_else(|| panic!("no Uid line in {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn container_root_is_an_unprivileged_host_uid() {
+    let harness = Harness::start().await;
+    // libcontainer mounts the rootfs from inside the user namespace: the
+    // state dir's parents must be searchable by the mapped root.
+    let top = harness.berthd.sandbox.dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+
+    let status = harness
+        .client()
+        .await
+        .status(StatusRequest { verbose: false })
+        .await
+        .expect("Status")
+        .into_inner();
+    assert!(
+        status
+            .runtime_handlers
+            .iter()
+            .all(|handler| handler.features.as_ref().is_some_and(|f| f.user_namespaces)),
+        "user namespaces not reported: {status:?}"
+    );
+
+    let pod_cfg = userns_pod(
+        &harness,
+        "userns",
+        userns(NamespaceMode::Pod, kubelet_mapping()),
+    );
+    let pod = run_pod(&harness, &pod_cfg).await.expect("RunPodSandbox");
+    let script = "cat /proc/self/uid_map; \
+        /bin/busybox stat -c 'passwd-owner %u:%g' /etc/passwd; \
+        /bin/busybox stat -c 'root-owner %u:%g' /; \
+        echo from-container > /tmp/created && echo created; \
+        cat /etc/hostname; \
+        echo shm > /dev/shm/probe && echo shm-ok; \
+        echo ready; exec /bin/sleep 1000";
+    let mut config = container_config("app", &harness.image, &["/bin/sh", "-c", script]);
+    config.linux = Some(cri_api::v1::LinuxContainerConfig {
+        security_context: Some(cri_api::v1::LinuxContainerSecurityContext {
+            namespace_options: pod_cfg
+                .linux
+                .as_ref()
+                .and_then(|linux| linux.security_context.as_ref())
+                .and_then(|context| context.namespace_options.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = harness.create_ok(&pod, &pod_cfg, config).await;
+    harness.start_container(&id).await;
+    harness
+        .wait_state(&id, ContainerState::ContainerRunning)
+        .await;
+    let log = Path::new(&pod_cfg.log_directory).join("app.log");
+    let lines = wait_for_line(&log, "ready").await;
+
+    // Inside: uid 0 is mapped to HOST_ID, and the image's files (and the
+    // container's `/`) belong to root.
+    let map: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        map,
+        ["0", &HOST_ID.to_string(), &LENGTH.to_string()],
+        "{lines:?}"
+    );
+    for wanted in [
+        "passwd-owner 0:0",
+        "root-owner 0:0",
+        "created",
+        "userns",
+        "shm-ok",
+    ] {
+        assert!(
+            lines.iter().any(|line| line == wanted),
+            "{wanted:?} missing: {lines:?}"
+        );
+    }
+
+    // Outside: the container's process runs as HOST_ID, and its new file
+    // in the upper dir belongs to HOST_ID.
+    let verbose = harness
+        .client()
+        .await
+        .container_status(ContainerStatusRequest {
+            container_id: id.clone(),
+            verbose: true,
+        })
+        .await
+        .expect("ContainerStatus")
+        .into_inner();
+    let info: serde_json::Value =
+        serde_json::from_str(&verbose.info["info"]).expect("verbose info");
+    let pid = info["pid"].as_u64().expect("pid");
+    assert_eq!(host_uid(pid), HOST_ID);
+    let created = harness
+        .berthd
+        .sandbox
+        .root()
+        .join("containers")
+        .join(&id)
+        .join("upper/tmp/created");
+    let meta = std::fs::metadata(&created).expect("the container's file in its upper dir");
+    assert_eq!((meta.uid(), meta.gid()), (HOST_ID, HOST_ID));
+
+    harness.remove_pod(&pod).await;
+    let left = mounts_under(top);
+    assert!(left.is_empty(), "mounts left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unsupported_user_namespace_requests_are_invalid_arguments() {
+    let harness = Harness::start().await;
+    let two = vec![
+        IdMapping {
+            container_id: 0,
+            host_id: HOST_ID,
+            length: LENGTH,
+        },
+        IdMapping {
+            container_id: 0,
+            host_id: HOST_ID * 2,
+            length: LENGTH,
+        },
+    ];
+    let cases = [
+        (
+            "container",
+            userns(NamespaceMode::Container, vec![]),
+            "mode",
+        ),
+        ("target", userns(NamespaceMode::Target, vec![]), "mode"),
+        (
+            "node-mapped",
+            userns(NamespaceMode::Node, kubelet_mapping()),
+            "uids and gids",
+        ),
+        ("no-mapping", userns(NamespaceMode::Pod, vec![]), "uids"),
+        ("two-mappings", userns(NamespaceMode::Pod, two), "uids"),
+    ];
+    for (name, options, field) in cases {
+        let config = userns_pod(&harness, name, options);
+        let status = run_pod(&harness, &config)
+            .await
+            .expect_err("RunPodSandbox must refuse");
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{name}: {status:?}"
+        );
+        assert!(
+            status.message().contains("userns_options") && status.message().contains(field),
+            "{name}: {status:?}"
+        );
+    }
+    // A pod on the host's network cannot have a user namespace.
+    let mut host_network = userns_pod(
+        &harness,
+        "host-net",
+        userns(NamespaceMode::Pod, kubelet_mapping()),
+    );
+    if let Some(options) = host_network
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+        .and_then(|context| context.namespace_options.as_mut())
+    {
+        options.network = NamespaceMode::Node as i32;
+    }
+    let status = run_pod(&harness, &host_network)
+        .await
+        .expect_err("host network");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("namespace_options.network"),
+        "{status:?}"
+    );
+}
