@@ -132,15 +132,20 @@ pub fn run(options: &Options) -> Result<i32, PinError> {
     }
     let infra = make_namespaces(options, &sysctls)?;
     if let Err(err) = pin_namespaces(options, "self", infra) {
-        if infra > 0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(infra),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        kill_infra(infra);
         return Err(err);
     }
     Ok(infra)
+}
+
+/// SIGKILLs the infra process a failed run started (0: none).
+pub(crate) fn kill_infra(infra: i32) {
+    if infra > 0 {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(infra),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 /// Unshares the namespaces asked for (all but user), starts the infra
@@ -174,12 +179,7 @@ fn make_namespaces(options: &Options, sysctls: &[sysctl::Sysctl]) -> Result<i32,
     }
     let applied = sysctls.iter().try_for_each(|setting| setting.apply());
     if let Err(err) = applied {
-        if infra > 0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(infra),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        kill_infra(infra);
         return Err(err);
     }
     Ok(infra)

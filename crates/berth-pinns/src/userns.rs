@@ -166,9 +166,7 @@ fn parent(
     read_line(&mut reader, &mut line)?;
     let infra = parse_report(&line)?;
     if let Err(err) = pin_namespaces(options, &child.to_string(), infra) {
-        if infra > 0 {
-            let _ = kill(Pid::from_raw(infra), Signal::SIGKILL);
-        }
+        crate::kill_infra(infra);
         return Err(err);
     }
     // Closing the pipe lets the child exit; the infra process lives on.

@@ -118,20 +118,26 @@ fn lower_dirs(layers: &[PathBuf]) -> String {
     lower.join(":")
 }
 
-/// Creates the dirs and mounts the overlay.
-pub fn mount_rootfs(layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError> {
-    let options = overlay_options(layers, paths)?;
-    for (what, dir) in [
-        ("upper dir", &paths.upper),
-        ("work dir", &paths.work),
-        ("rootfs dir", &paths.merged),
-    ] {
+/// Creates each dir (and its parents); errors name the dir by `what`.
+fn make_dirs(dirs: &[(&'static str, &PathBuf)]) -> Result<(), RootfsError> {
+    for (what, dir) in dirs {
         std::fs::create_dir_all(dir).map_err(|source| RootfsError::Io {
             what,
-            path: dir.clone(),
+            path: dir.to_path_buf(),
             source,
         })?;
     }
+    Ok(())
+}
+
+/// Creates the dirs and mounts the overlay.
+pub fn mount_rootfs(layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError> {
+    let options = overlay_options(layers, paths)?;
+    make_dirs(&[
+        ("upper dir", &paths.upper),
+        ("work dir", &paths.work),
+        ("rootfs dir", &paths.merged),
+    ])?;
     mount(
         Some("overlay"),
         &paths.merged,
@@ -155,13 +161,7 @@ pub fn mount_image_volume(
     let empty = paths.empty_layer();
     let options = image_volume_options(layers, &empty)?;
     let target = paths.image_volume(index);
-    for (what, dir) in [("empty layer dir", &empty), ("image volume dir", &target)] {
-        std::fs::create_dir_all(dir).map_err(|source| RootfsError::Io {
-            what,
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    make_dirs(&[("empty layer dir", &empty), ("image volume dir", &target)])?;
     mount(
         Some("overlay"),
         &target,
@@ -200,13 +200,7 @@ pub fn mount_rootfs_idmapped(
         .upper
         .parent()
         .ok_or_else(|| RootfsError::BadPath(paths.upper.clone()))?;
-    for (what, dir) in [("upper dir", &paths.upper), ("work dir", &paths.work)] {
-        std::fs::create_dir_all(dir).map_err(|source| RootfsError::Io {
-            what,
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    make_dirs(&[("upper dir", &paths.upper), ("work dir", &paths.work)])?;
     std::os::unix::fs::chown(&paths.upper, Some(owner.0), Some(owner.1)).map_err(|source| {
         RootfsError::Io {
             what: "chown upper dir",

@@ -140,9 +140,9 @@ mod tests {
         assert!(check_recursive_read_only(&config, &with).is_ok());
     }
 
-    #[test]
-    fn an_environment_the_kernel_cannot_exec_is_invalid() {
-        let mut config = ContainerConfig {
+    /// A config with what `check_config` requires and nothing else.
+    fn named_config() -> ContainerConfig {
+        ContainerConfig {
             metadata: Some(ContainerMetadata {
                 name: "c".into(),
                 attempt: 0,
@@ -152,7 +152,12 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn an_environment_the_kernel_cannot_exec_is_invalid() {
+        let mut config = named_config();
         assert!(check_config(&config).is_ok());
         config.envs.push(KeyValue {
             key: "K".into(),
@@ -166,19 +171,11 @@ mod tests {
     #[test]
     fn env_values_may_be_any_bytes_but_nul() {
         let mut config = ContainerConfig {
-            metadata: Some(ContainerMetadata {
-                name: "c".into(),
-                attempt: 0,
-            }),
-            image: Some(ImageSpec {
-                image: "busybox".into(),
-                ..Default::default()
-            }),
             envs: vec![KeyValue {
                 key: "BIN".into(),
                 value: vec![0xff, 0xfe, b'x'],
             }],
-            ..Default::default()
+            ..named_config()
         };
         assert!(check_config(&config).is_ok());
         config.envs[0].value.push(0);
