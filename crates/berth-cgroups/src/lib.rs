@@ -28,8 +28,8 @@ pub mod update;
 pub use host::HostFeatures;
 pub use manager::{CgroupError, CgroupManager, CgroupfsManager, Layout};
 pub use naming::{
-    container_cgroup, expand_slice, sandbox_cgroup, systemd_booted, CgroupLocation, Driver,
-    NamingError,
+    container_cgroup, expand_slice, parent_path, sandbox_cgroup, systemd_booted, CgroupLocation,
+    Driver, NamingError,
 };
 pub use systemd::{DbusSystemd, SystemdManager};
 pub use tracker::ParentTracker;

@@ -247,6 +247,7 @@ impl CgroupfsManager {
             cpuacct: dir_of("cpuacct"),
             memory: dir_of("memory"),
             pids: dir_of("pids"),
+            blkio: dir_of("blkio"),
         })
     }
 

@@ -241,6 +241,19 @@ pub fn container_cgroup(
     child_cgroup(driver, parent, id)
 }
 
+/// The cgroup path of a pod's `parent` as kubelet names it (a path for
+/// cgroupfs, a slice for systemd): the pod cgroup itself, whose files hold
+/// what kubelet sized for the whole pod.
+pub fn parent_path(driver: Driver, parent: &str) -> Result<String, NamingError> {
+    if parent.is_empty() {
+        return Err(NamingError::EmptyParent);
+    }
+    match driver {
+        Driver::Cgroupfs => cgroupfs_parent(parent),
+        Driver::Systemd => systemd_parent(parent).map(|(_, path)| path),
+    }
+}
+
 fn child_cgroup(driver: Driver, parent: &str, id: &str) -> Result<CgroupLocation, NamingError> {
     if parent.is_empty() {
         return Err(NamingError::EmptyParent);
@@ -480,6 +493,24 @@ mod tests {
         let loc = sandbox_cgroup(Driver::Cgroupfs, "", "/berth", "abc").unwrap();
         assert_eq!(loc.parent_path, "/berth");
         assert_eq!(loc.path, "/berth/abc");
+    }
+
+    #[test]
+    fn parent_path_is_the_childs_parent_path() {
+        for (driver, parent) in [
+            (Driver::Cgroupfs, "//kubepods//pod1/"),
+            (Driver::Systemd, "kubepods-burstable-pod1.slice"),
+        ] {
+            assert_eq!(
+                parent_path(driver, parent).unwrap(),
+                container_cgroup(driver, parent, "c1").unwrap().parent_path
+            );
+        }
+        assert_eq!(
+            parent_path(Driver::Systemd, "kubepods-burstable-pod1.slice").unwrap(),
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice"
+        );
+        assert!(parent_path(Driver::Cgroupfs, "").is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! `main.rs` only wires these modules together; each has one job.
 
+pub mod block_devices;
 pub mod cgroup_driver;
 pub mod cli;
 pub mod clock;

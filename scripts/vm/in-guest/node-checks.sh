@@ -92,6 +92,19 @@ for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable
     "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | .attributes.id')"
   check "$name: stats report memory" true \
     "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | (.memory.workingSetBytes.value // 0 | tonumber) > 0')"
+  # Pressure (PSI) of cpu, memory and io in the container's stats; the
+  # pod's too when its parent is its own (not the shared default one).
+  check "$name: stats report cpu, memory and io pressure" true \
+    "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | [.cpu.psi, .memory.psi, .io.psi] | map(. != null and ((.Some // .some) != null)) | all')"
+  own_parent=true
+  [[ -z "$parent" ]] && own_parent=false
+  check "$name: pod stats report pressure: $own_parent" "$own_parent" \
+    "$(cri statsp -o json 2>/dev/null | jq -r --arg id "$pod_id" '.stats[] | select(.attributes.id == $id) | .linux.cpu.psi != null')"
+  # Block IO: 4 MiB written and synced by an exec in the container are
+  # counted in its cgroup's io.stat and show in the pod's metrics.
+  cri exec "$ctr_id" dd if=/dev/zero of=/written bs=1048576 count=4 conv=fsync >/dev/null 2>&1
+  written="$(cri metricsp -o json 2>/dev/null | jq -r --arg id "$ctr_id" '[.. | objects | select(.name? == "container_fs_writes_bytes_total" and ((.labelValues // .label_values // [])[0] == $id)) | (.value.value // 0 | tonumber)] | add // 0')"
+  check "$name: metrics count the container's 4 MiB written" true "$([[ "${written:-0}" -ge 4194304 ]] && echo true || echo "false ($written)")"
   # systemd rewrites a unit's cgroup from its properties on every
   # daemon-reload: limits written only to the files would be lost.
   systemctl daemon-reload

@@ -1,17 +1,23 @@
 //! Resource usage of a cgroup, read from its files: cpu time, memory
-//! (usage, working set, RSS, page faults, limit), swap and process count.
+//! (usage, working set, RSS, page faults, limit), swap, process count,
+//! block IO and pressure (PSI).
 //!
 //! [`v1`] and [`v2`] read one layout each from directories given to them,
 //! so both are unit-tested against fixture files; [`StatsDirs`] says where
 //! a cgroup's files are, and [`crate::CgroupfsManager::stats_dirs`] finds
 //! them on the host.
 
+pub mod block_io;
+pub mod pressure;
 pub mod v1;
 pub mod v2;
 
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+
+pub use block_io::{DeviceIo, IoStats};
+pub use pressure::{Pressure, PressureStats, PsiLine};
 
 /// Errors reading stats; each names the file.
 #[derive(thiserror::Error, Debug)]
@@ -39,18 +45,21 @@ pub enum StatsDirs {
         cpuacct: Option<PathBuf>,
         memory: Option<PathBuf>,
         pids: Option<PathBuf>,
+        blkio: Option<PathBuf>,
     },
     /// cgroup v2: the cgroup's one directory.
     V2 { dir: PathBuf },
 }
 
 /// One sample of a cgroup's usage. Parts whose controller is missing are
-/// `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// `None`; so is pressure on cgroup v1, which has none.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CgroupStats {
     pub cpu: Option<CpuStats>,
     pub memory: Option<MemoryStats>,
     pub pids: Option<PidsStats>,
+    pub io: Option<IoStats>,
+    pub pressure: Option<PressureStats>,
 }
 
 /// Cumulative cpu time.
@@ -87,8 +96,9 @@ pub struct PidsStats {
 }
 
 impl CgroupStats {
-    /// Adds `other` into `self`: usage and counters add up, limits do not
-    /// (they are dropped, as a sum of cgroups has none of its own).
+    /// Adds `other` into `self`: usage and counters add up, limits and
+    /// pressure do not (they are dropped: a sum of cgroups has no limit of
+    /// its own, and stall percentages of siblings cannot be added).
     pub fn accumulate(&mut self, other: &CgroupStats) {
         if let Some(cpu) = other.cpu {
             self.cpu.get_or_insert_with(CpuStats::default).usage_ns += cpu.usage_ns;
@@ -109,6 +119,10 @@ impl CgroupStats {
         if let Some(pids) = other.pids {
             self.pids.get_or_insert_with(PidsStats::default).current += pids.current;
         }
+        if let Some(io) = &other.io {
+            self.io.get_or_insert_with(IoStats::default).accumulate(io);
+        }
+        self.pressure = None;
     }
 }
 
@@ -121,10 +135,13 @@ pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
             cpuacct,
             memory,
             pids,
+            blkio,
         } => CgroupStats {
             cpu: optional(cpuacct.as_deref(), v1::cpu)?,
             memory: optional(memory.as_deref(), v1::memory)?,
             pids: optional(pids.as_deref(), v1::pids)?,
+            io: optional(blkio.as_deref(), block_io::v1)?,
+            pressure: None,
         },
         StatsDirs::V2 { dir } => {
             if !dir.is_dir() {
@@ -134,6 +151,8 @@ pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
                 cpu: optional(Some(dir), v2::cpu)?,
                 memory: optional(Some(dir), v2::memory)?,
                 pids: optional(Some(dir), v2::pids)?,
+                io: optional(Some(dir), block_io::v2)?,
+                pressure: pressure::read(dir),
             }
         }
     };

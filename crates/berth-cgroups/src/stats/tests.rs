@@ -19,6 +19,7 @@ fn v1_reads_every_controller() {
         cpuacct: Some(fixture("v1/cpuacct")),
         memory: Some(fixture("v1/memory")),
         pids: Some(fixture("v1/pids")),
+        blkio: Some(fixture("v1/blkio")),
     };
     let stats = read(&dirs).unwrap();
     assert_eq!(
@@ -56,6 +57,7 @@ fn v1_missing_controllers_are_none() {
         cpuacct: Some(fixture("v1/cpuacct")),
         memory: Some(fixture("v1/absent")),
         pids: None,
+        blkio: None,
     };
     let stats = read(&dirs).unwrap();
     assert!(stats.cpu.is_some());
@@ -113,6 +115,7 @@ fn missing_cgroup_is_an_error_naming_it() {
         cpuacct: None,
         memory: Some(fixture("v1/gone")),
         pids: None,
+        blkio: None,
     })
     .unwrap_err();
     assert!(err.to_string().contains("v1/gone"), "{err}");
@@ -154,4 +157,122 @@ fn accumulate_adds_usage_and_drops_limits() {
     assert_eq!(memory.limit_bytes, None);
     assert_eq!(memory.swap_usage_bytes, Some(2 * MIB));
     assert_eq!(sum.pids.unwrap().current, 8);
+}
+
+#[test]
+fn v1_reads_blkio_per_device() {
+    let io = block_io::v1(&fixture("v1/blkio")).unwrap();
+    assert_eq!(
+        io.devices,
+        [
+            DeviceIo {
+                major: 8,
+                minor: 16,
+                read_bytes: 4096,
+                write_bytes: 0,
+                reads: 1,
+                writes: 0
+            },
+            DeviceIo {
+                major: 254,
+                minor: 0,
+                read_bytes: MIB,
+                write_bytes: 2 * MIB,
+                reads: 10,
+                writes: 20
+            }
+        ]
+    );
+}
+
+#[test]
+fn v2_reads_io_and_pressure() {
+    let stats = read(&StatsDirs::V2 {
+        dir: fixture("v2/full"),
+    })
+    .unwrap();
+    let io = stats.io.unwrap();
+    assert_eq!(
+        io.devices,
+        [DeviceIo {
+            major: 254,
+            minor: 0,
+            read_bytes: MIB,
+            write_bytes: 2 * MIB,
+            reads: 10,
+            writes: 20
+        }]
+    );
+    let pressure = stats.pressure.unwrap();
+    let cpu = pressure.cpu.unwrap();
+    assert_eq!(
+        cpu.some,
+        PsiLine {
+            avg10: 1.5,
+            avg60: 0.75,
+            avg300: 0.1,
+            total_us: 123456
+        }
+    );
+    assert_eq!(cpu.full.unwrap().total_us, 4567);
+    assert_eq!(pressure.memory.unwrap().full.unwrap().total_us, 7);
+    assert_eq!(pressure.io.unwrap().some.avg10, 3.0);
+}
+
+#[test]
+fn a_dir_without_pressure_files_has_none() {
+    let stats = read(&StatsDirs::V2 {
+        dir: fixture("v2/cpu-only"),
+    })
+    .unwrap();
+    assert_eq!((stats.pressure, stats.io), (None, None));
+}
+
+#[test]
+fn pressure_without_full_or_with_garbage() {
+    // cpu.pressure before Linux 5.13 has no full line.
+    let some_only = pressure::parse("some avg10=0.10 avg60=0.20 avg300=0.30 total=5\n").unwrap();
+    assert_eq!(some_only.some.total_us, 5);
+    assert_eq!(some_only.full, None);
+    assert_eq!(pressure::parse(""), None);
+    assert_eq!(
+        pressure::parse("some avg10=x avg60=0 avg300=0 total=1\n"),
+        None
+    );
+    assert_eq!(pressure::parse("some avg10=0.00 total=1\n"), None);
+}
+
+#[test]
+fn io_stat_skips_odd_lines_and_keys() {
+    let io = block_io::parse_io_stat("garbage\n8:0 rbytes=5 newkey=9 wbytes=x rios=1\n");
+    assert_eq!(
+        io.devices,
+        [DeviceIo {
+            major: 8,
+            minor: 0,
+            read_bytes: 5,
+            reads: 1,
+            ..DeviceIo::default()
+        }]
+    );
+}
+
+#[test]
+fn accumulate_adds_io_per_device_and_drops_pressure() {
+    let one = read(&StatsDirs::V2 {
+        dir: fixture("v2/full"),
+    })
+    .unwrap();
+    let mut sum = CgroupStats::default();
+    sum.accumulate(&one);
+    sum.accumulate(&CgroupStats {
+        io: Some(block_io::parse_io_stat("8:0 rbytes=1\n")),
+        ..CgroupStats::default()
+    });
+    sum.accumulate(&one);
+    let io = sum.io.unwrap();
+    assert_eq!(io.devices.len(), 2);
+    assert_eq!(io.devices[0].write_bytes, 4 * MIB);
+    assert_eq!(io.devices[1].read_bytes, 1);
+    assert_eq!(sum.pressure, None);
 }

@@ -29,10 +29,8 @@ impl SandboxManager {
         let mut record = handle.lock().await;
         let update = pod_update(overhead.as_ref(), resources.as_ref());
         if update != ResourceUpdate::default() && record.cgroup_parent != self.default_parent {
-            let parent =
-                berth_cgroups::container_cgroup(self.driver, &record.cgroup_parent, &record.id)
-                    .map_err(|err| SandboxError::CgroupParentName(Box::new(err)))?
-                    .parent_path;
+            let parent = berth_cgroups::parent_path(self.driver, &record.cgroup_parent)
+                .map_err(|err| SandboxError::CgroupParentName(Box::new(err)))?;
             let cgroups = self.cgroups.clone();
             let path = parent.clone();
             tokio::task::spawn_blocking(move || cgroups.update(&path, &update))

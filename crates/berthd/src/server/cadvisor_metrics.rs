@@ -8,99 +8,162 @@
 use std::collections::HashMap;
 
 use cri_api::v1::{
-    ContainerMetrics, ContainerStats, Metric, MetricDescriptor, MetricType, PodSandboxMetrics,
-    PodSandboxStats, UInt64Value,
+    ContainerMetrics, ContainerStats, CpuUsage, MemoryUsage, Metric, MetricDescriptor, MetricType,
+    PodSandboxMetrics, PsiData, PsiStats, UInt64Value,
 };
 
-use super::CriService;
+use super::container_stats::IoSample;
+use super::sandbox_stats::PodUsage;
+use crate::block_devices::DeviceNames;
 
 /// Labels of every metric: the cgroup's owner (container or pod id), its
 /// name and its image; kubelet adds pod, namespace and container names.
 const BASE_LABELS: [&str; 3] = ["id", "name", "image"];
 
-/// The metrics served: name, help, type, and whether it has an
-/// `interface` label on top of the base ones.
-const DESCRIPTORS: [(&str, &str, MetricType, bool); 11] = [
+/// The metrics served: name, help, type, and the label it has on top of
+/// the base ones, if any.
+const DESCRIPTORS: [(&str, &str, MetricType, Option<&str>); 21] = [
     (
         "container_cpu_usage_seconds_total",
         "Cumulative cpu time consumed in seconds.",
         MetricType::Counter,
-        false,
+        None,
     ),
     (
         "container_memory_usage_bytes",
         "Current memory usage in bytes, including all memory regardless of when it was accessed.",
         MetricType::Gauge,
-        false,
+        None,
     ),
     (
         "container_memory_working_set_bytes",
         "Current working set in bytes.",
         MetricType::Gauge,
-        false,
+        None,
     ),
     (
         "container_memory_rss",
         "Size of RSS in bytes.",
         MetricType::Gauge,
-        false,
+        None,
     ),
     (
         "container_spec_memory_limit_bytes",
         "Memory limit for the container.",
         MetricType::Gauge,
-        false,
+        None,
     ),
     (
         "container_fs_usage_bytes",
         "Number of bytes that are consumed by the container on this filesystem.",
         MetricType::Gauge,
-        false,
+        None,
     ),
     (
         "container_fs_inodes_total",
         "Number of inodes used by the container on this filesystem.",
         MetricType::Gauge,
-        false,
+        None,
     ),
     (
         "container_network_receive_bytes_total",
         "Cumulative count of bytes received.",
         MetricType::Counter,
-        true,
+        Some(INTERFACE),
     ),
     (
         "container_network_receive_errors_total",
         "Cumulative count of errors encountered while receiving.",
         MetricType::Counter,
-        true,
+        Some(INTERFACE),
     ),
     (
         "container_network_transmit_bytes_total",
         "Cumulative count of bytes transmitted.",
         MetricType::Counter,
-        true,
+        Some(INTERFACE),
     ),
     (
         "container_network_transmit_errors_total",
         "Cumulative count of errors encountered while transmitting.",
         MetricType::Counter,
-        true,
+        Some(INTERFACE),
+    ),
+    (
+        "container_fs_reads_bytes_total",
+        "Cumulative count of bytes read.",
+        MetricType::Counter,
+        Some(DEVICE),
+    ),
+    (
+        "container_fs_writes_bytes_total",
+        "Cumulative count of bytes written.",
+        MetricType::Counter,
+        Some(DEVICE),
+    ),
+    (
+        "container_fs_reads_total",
+        "Cumulative count of reads completed.",
+        MetricType::Counter,
+        Some(DEVICE),
+    ),
+    (
+        "container_fs_writes_total",
+        "Cumulative count of writes completed.",
+        MetricType::Counter,
+        Some(DEVICE),
+    ),
+    (
+        "container_pressure_cpu_stalled_seconds_total",
+        "Total time duration no tasks in the container could make progress due to CPU congestion.",
+        MetricType::Counter,
+        None,
+    ),
+    (
+        "container_pressure_cpu_waiting_seconds_total",
+        "Total time duration tasks in the container have waited due to CPU congestion.",
+        MetricType::Counter,
+        None,
+    ),
+    (
+        "container_pressure_memory_stalled_seconds_total",
+        "Total time duration no tasks in the container could make progress due to memory congestion.",
+        MetricType::Counter,
+        None,
+    ),
+    (
+        "container_pressure_memory_waiting_seconds_total",
+        "Total time duration tasks in the container have waited due to memory congestion.",
+        MetricType::Counter,
+        None,
+    ),
+    (
+        "container_pressure_io_stalled_seconds_total",
+        "Total time duration no tasks in the container could make progress due to IO congestion.",
+        MetricType::Counter,
+        None,
+    ),
+    (
+        "container_pressure_io_waiting_seconds_total",
+        "Total time duration tasks in the container have waited due to IO congestion.",
+        MetricType::Counter,
+        None,
     ),
 ];
 
-impl CriService {}
+/// The extra label of network metrics: the pod's interface.
+const INTERFACE: &str = "interface";
+/// The extra label of block IO metrics: the device's `/dev` path.
+const DEVICE: &str = "device";
 
 /// The descriptors of every metric served.
 pub fn descriptors() -> Vec<MetricDescriptor> {
     DESCRIPTORS
         .iter()
-        .map(|(name, help, _, per_interface)| {
+        .map(|(name, help, _, extra)| {
             let mut label_keys: Vec<String> =
                 BASE_LABELS.iter().map(|key| key.to_string()).collect();
-            if *per_interface {
-                label_keys.push("interface".to_string());
-            }
+            label_keys.extend(extra.map(str::to_string));
             MetricDescriptor {
                 name: name.to_string(),
                 help: help.to_string(),
@@ -125,13 +188,14 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn push(&mut self, name: &str, timestamp: i64, value: Option<u64>, interface: Option<&str>) {
+    /// One metric; `extra` is the value of its descriptor's extra label.
+    fn push(&mut self, name: &str, timestamp: i64, value: Option<u64>, extra: Option<&str>) {
         let Some(value) = value else {
             return;
         };
         let mut label_values: Vec<String> =
             self.labels.iter().map(|label| label.to_string()).collect();
-        label_values.extend(interface.map(str::to_string));
+        label_values.extend(extra.map(str::to_string));
         self.metrics.push(Metric {
             name: name.to_string(),
             timestamp,
@@ -140,15 +204,102 @@ impl Builder<'_> {
             value: Some(UInt64Value { value }),
         });
     }
+
+    /// Cpu time in whole seconds, and cpu pressure.
+    fn cpu(&mut self, cpu: &CpuUsage) {
+        let seconds = get(&cpu.usage_core_nano_seconds).map(|ns| ns / 1_000_000_000);
+        self.push(
+            "container_cpu_usage_seconds_total",
+            cpu.timestamp,
+            seconds,
+            None,
+        );
+        self.pressure("cpu", cpu.timestamp, cpu.psi.as_ref());
+    }
+
+    /// Memory usage, working set and RSS, and memory pressure.
+    fn memory(&mut self, memory: &MemoryUsage) {
+        let at = memory.timestamp;
+        self.push(
+            "container_memory_usage_bytes",
+            at,
+            get(&memory.usage_bytes),
+            None,
+        );
+        self.push(
+            "container_memory_working_set_bytes",
+            at,
+            get(&memory.working_set_bytes),
+            None,
+        );
+        self.push("container_memory_rss", at, get(&memory.rss_bytes), None);
+        self.pressure("memory", at, memory.psi.as_ref());
+    }
+
+    /// cadvisor's pressure counters for `resource`: `full` is stalled,
+    /// `some` is waiting; whole seconds of the kernel's microseconds.
+    fn pressure(&mut self, resource: &str, at: i64, psi: Option<&PsiStats>) {
+        let Some(psi) = psi else {
+            return;
+        };
+        let seconds = |data: &Option<PsiData>| data.as_ref().map(|data| data.total / 1_000_000);
+        self.push(
+            &format!("container_pressure_{resource}_stalled_seconds_total"),
+            at,
+            seconds(&psi.full),
+            None,
+        );
+        self.push(
+            &format!("container_pressure_{resource}_waiting_seconds_total"),
+            at,
+            seconds(&psi.some),
+            None,
+        );
+    }
+
+    /// Bytes and operations per block device, labelled with its name.
+    fn block_io(&mut self, sample: Option<&IoSample>, devices: &DeviceNames) {
+        let Some(IoSample { at, io }) = sample else {
+            return;
+        };
+        let at = *at;
+        for device in &io.devices {
+            let name = devices
+                .get(&(device.major, device.minor))
+                .cloned()
+                .unwrap_or_else(|| format!("{}:{}", device.major, device.minor));
+            let name = Some(name.as_str());
+            self.push(
+                "container_fs_reads_bytes_total",
+                at,
+                Some(device.read_bytes),
+                name,
+            );
+            self.push(
+                "container_fs_writes_bytes_total",
+                at,
+                Some(device.write_bytes),
+                name,
+            );
+            self.push("container_fs_reads_total", at, Some(device.reads), name);
+            self.push("container_fs_writes_total", at, Some(device.writes), name);
+        }
+    }
 }
 
 fn get(value: &Option<UInt64Value>) -> Option<u64> {
     value.as_ref().map(|value| value.value)
 }
 
-/// Pod stats as metrics: the pod's cpu, memory and network, then each
-/// container's cpu, memory and writable layer.
-pub fn pod_metrics(stats: &PodSandboxStats, images: &HashMap<String, String>) -> PodSandboxMetrics {
+/// Pod usage as metrics: the pod's cpu, memory, pressure, block IO and
+/// network, then each container's cpu, memory, pressure, block IO and
+/// writable layer.
+pub fn pod_metrics(
+    usage: &PodUsage,
+    images: &HashMap<String, String>,
+    devices: &DeviceNames,
+) -> PodSandboxMetrics {
+    let stats = &usage.stats;
     let attributes = stats.attributes.clone().unwrap_or_default();
     let name = attributes
         .metadata
@@ -160,34 +311,15 @@ pub fn pod_metrics(stats: &PodSandboxStats, images: &HashMap<String, String>) ->
     };
     let linux = stats.linux.clone().unwrap_or_default();
     if let Some(cpu) = &linux.cpu {
-        let seconds = get(&cpu.usage_core_nano_seconds).map(|ns| ns / 1_000_000_000);
-        pod.push(
-            "container_cpu_usage_seconds_total",
-            cpu.timestamp,
-            seconds,
-            None,
-        );
+        pod.cpu(cpu);
     }
     if let Some(memory) = &linux.memory {
-        pod.push(
-            "container_memory_usage_bytes",
-            memory.timestamp,
-            get(&memory.usage_bytes),
-            None,
-        );
-        pod.push(
-            "container_memory_working_set_bytes",
-            memory.timestamp,
-            get(&memory.working_set_bytes),
-            None,
-        );
-        pod.push(
-            "container_memory_rss",
-            memory.timestamp,
-            get(&memory.rss_bytes),
-            None,
-        );
+        pod.memory(memory);
     }
+    if let Some(io) = &linux.io {
+        pod.pressure("io", io.timestamp, io.psi.as_ref());
+    }
+    pod.block_io(usage.io.as_ref(), devices);
     if let Some(network) = &linux.network {
         for iface in &network.interfaces {
             let at = network.timestamp;
@@ -224,12 +356,21 @@ pub fn pod_metrics(stats: &PodSandboxStats, images: &HashMap<String, String>) ->
         container_metrics: linux
             .containers
             .iter()
-            .map(|container| container_metrics(container, images))
+            .map(|container| {
+                let id = container.attributes.as_ref().map(|a| a.id.as_str());
+                let io = id.and_then(|id| usage.container_io.get(id));
+                container_metrics(container, io, images, devices)
+            })
             .collect(),
     }
 }
 
-fn container_metrics(stats: &ContainerStats, images: &HashMap<String, String>) -> ContainerMetrics {
+fn container_metrics(
+    stats: &ContainerStats,
+    io: Option<&IoSample>,
+    images: &HashMap<String, String>,
+    devices: &DeviceNames,
+) -> ContainerMetrics {
     let attributes = stats.attributes.clone().unwrap_or_default();
     let name = attributes
         .metadata
@@ -241,33 +382,23 @@ fn container_metrics(stats: &ContainerStats, images: &HashMap<String, String>) -
         metrics: Vec::new(),
     };
     if let Some(cpu) = &stats.cpu {
-        let seconds = get(&cpu.usage_core_nano_seconds).map(|ns| ns / 1_000_000_000);
-        builder.push(
-            "container_cpu_usage_seconds_total",
-            cpu.timestamp,
-            seconds,
-            None,
-        );
+        builder.cpu(cpu);
     }
+    builder.block_io(io, devices);
     if let Some(memory) = &stats.memory {
-        let at = memory.timestamp;
-        builder.push(
-            "container_memory_usage_bytes",
-            at,
-            get(&memory.usage_bytes),
-            None,
-        );
-        builder.push(
-            "container_memory_working_set_bytes",
-            at,
-            get(&memory.working_set_bytes),
-            None,
-        );
-        builder.push("container_memory_rss", at, get(&memory.rss_bytes), None);
+        builder.memory(memory);
         let limit = get(&memory.available_bytes)
             .zip(get(&memory.working_set_bytes))
             .map(|(available, working_set)| available + working_set);
-        builder.push("container_spec_memory_limit_bytes", at, limit, None);
+        builder.push(
+            "container_spec_memory_limit_bytes",
+            memory.timestamp,
+            limit,
+            None,
+        );
+    }
+    if let Some(io) = &stats.io {
+        builder.pressure("io", io.timestamp, io.psi.as_ref());
     }
     if let Some(layer) = &stats.writable_layer {
         builder.push(
@@ -292,9 +423,10 @@ fn container_metrics(stats: &ContainerStats, images: &HashMap<String, String>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use berth_cgroups::stats::block_io::parse_io_stat;
     use cri_api::v1::{
-        ContainerAttributes, ContainerMetadata, CpuUsage, LinuxPodSandboxStats,
-        NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes,
+        ContainerAttributes, ContainerMetadata, IoUsage, LinuxPodSandboxStats,
+        NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes, PodSandboxStats,
     };
 
     fn value(value: u64) -> Option<UInt64Value> {
@@ -337,7 +469,12 @@ mod tests {
                     cpu: Some(CpuUsage {
                         timestamp: 1,
                         usage_core_nano_seconds: value(1_000_000_000),
+                        psi: Some(psi(2_500_000, None)),
                         ..Default::default()
+                    }),
+                    io: Some(IoUsage {
+                        timestamp: 1,
+                        psi: Some(psi(7_000_000, Some(3_000_000))),
                     }),
                     ..Default::default()
                 }],
@@ -346,7 +483,19 @@ mod tests {
             windows: None,
         };
         let images = HashMap::from([("c1".to_string(), "busybox".to_string())]);
-        let metrics = pod_metrics(&stats, &images);
+        let sample = |text: &str| IoSample {
+            at: 1,
+            io: parse_io_stat(text),
+        };
+        let usage = PodUsage {
+            stats,
+            io: Some(sample(
+                "254:0 rbytes=10 wbytes=20 rios=1 wios=2\n8:0 rbytes=1\n",
+            )),
+            container_io: HashMap::from([("c1".to_string(), sample("254:0 wbytes=5\n"))]),
+        };
+        let devices = DeviceNames::from([((254, 0), "/dev/vda".to_string())]);
+        let metrics = pod_metrics(&usage, &images, &devices);
         let descriptors = descriptors();
         let all = metrics.metrics.iter().chain(
             metrics
@@ -379,5 +528,84 @@ mod tests {
         assert_eq!(rx.label_values, ["pod1", "", "", "eth0"]);
         let container = &metrics.container_metrics[0].metrics[0];
         assert_eq!(container.label_values, ["c1", "web", "busybox"]);
+
+        let find = |metrics: &[Metric], name: &str, device: Option<&str>| {
+            metrics
+                .iter()
+                .find(|m| m.name == name && device.is_none_or(|d| m.label_values[3] == d))
+                .map(|m| get(&m.value))
+        };
+        // Devices are named where sysfs knows them, else by number.
+        assert_eq!(
+            find(
+                &metrics.metrics,
+                "container_fs_writes_bytes_total",
+                Some("/dev/vda")
+            ),
+            Some(Some(20))
+        );
+        assert_eq!(
+            find(
+                &metrics.metrics,
+                "container_fs_reads_bytes_total",
+                Some("8:0")
+            ),
+            Some(Some(1))
+        );
+        let container = &metrics.container_metrics[0].metrics;
+        assert_eq!(
+            find(
+                container,
+                "container_fs_writes_bytes_total",
+                Some("/dev/vda")
+            ),
+            Some(Some(5))
+        );
+        // Pressure in whole seconds: some is waiting, full is stalled, and
+        // a missing full line is no stalled metric.
+        assert_eq!(
+            find(
+                container,
+                "container_pressure_cpu_waiting_seconds_total",
+                None
+            ),
+            Some(Some(2))
+        );
+        assert_eq!(
+            find(
+                container,
+                "container_pressure_cpu_stalled_seconds_total",
+                None
+            ),
+            None
+        );
+        assert_eq!(
+            find(
+                container,
+                "container_pressure_io_stalled_seconds_total",
+                None
+            ),
+            Some(Some(3))
+        );
+        assert_eq!(
+            find(
+                &metrics.metrics,
+                "container_pressure_cpu_waiting_seconds_total",
+                None
+            ),
+            None,
+            "the pod had no pressure"
+        );
+    }
+
+    fn psi(some_us: u64, full_us: Option<u64>) -> PsiStats {
+        let data = |total| PsiData {
+            total,
+            ..Default::default()
+        };
+        PsiStats {
+            some: Some(data(some_us)),
+            full: full_us.map(data),
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! `ContainerStats`, and the conversions from cgroup readings to CRI usage messages that pod
 //! stats share.
 
-use berth_cgroups::stats::{CgroupStats, MemoryStats};
+use berth_cgroups::stats::{CgroupStats, IoStats, MemoryStats, Pressure, PsiLine};
 use cri_api::v1::{
     ContainerAttributes, ContainerStats, ContainerStatsRequest, ContainerStatsResponse, CpuUsage,
-    FilesystemIdentifier, FilesystemUsage, MemoryUsage, SwapUsage, UInt64Value,
+    FilesystemIdentifier, FilesystemUsage, IoUsage, MemoryUsage, PsiData, PsiStats, SwapUsage,
+    UInt64Value,
 };
 use tonic::Status;
 
@@ -19,6 +20,23 @@ use crate::disk_usage::{disk_usage, DiskUsage};
 pub(super) struct Reading {
     pub at: i64,
     pub stats: Option<CgroupStats>,
+}
+
+/// A cgroup's block IO and when it was read: CRI stats have no field for
+/// it, metrics do.
+#[derive(Debug, Clone)]
+pub(super) struct IoSample {
+    pub at: i64,
+    pub io: IoStats,
+}
+
+/// A reading as CRI usage messages.
+#[derive(Default)]
+pub(super) struct UsageMessages {
+    pub cpu: Option<CpuUsage>,
+    pub memory: Option<MemoryUsage>,
+    pub swap: Option<SwapUsage>,
+    pub io: Option<IoUsage>,
 }
 
 impl CriService {
@@ -36,6 +54,15 @@ impl CriService {
     /// The stats of one container: its cgroup (absent once it is gone) and
     /// its writable layer.
     pub(super) async fn container_stats(&self, record: &ContainerRecord) -> ContainerStats {
+        self.container_usage(record).await.0
+    }
+
+    /// [`Self::container_stats`], and the block IO of the container's
+    /// cgroup.
+    pub(super) async fn container_usage(
+        &self,
+        record: &ContainerRecord,
+    ) -> (ContainerStats, Option<IoSample>) {
         let cgroup = self.container_cgroup_path(record).await;
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
@@ -50,16 +77,21 @@ impl CriService {
             (Reading { at, stats: None }, None, at)
         });
         let config = record.config.clone();
-        let (cpu, memory, swap) = self.usage_messages(&record.id, &reading);
-        ContainerStats {
+        let usage = self.usage_messages(&record.id, &reading);
+        let at = reading.at;
+        let io = reading
+            .stats
+            .and_then(|stats| stats.io)
+            .map(|io| IoSample { at, io });
+        let stats = ContainerStats {
             attributes: Some(ContainerAttributes {
                 id: record.id.clone(),
                 metadata: config.metadata.clone(),
                 labels: config.labels.clone(),
                 annotations: config.annotations.clone(),
             }),
-            cpu,
-            memory,
+            cpu: usage.cpu,
+            memory: usage.memory,
             writable_layer: layer.map(|usage| {
                 writable_layer(
                     usage,
@@ -67,9 +99,10 @@ impl CriService {
                     &self.context().containers.layers_dir.display().to_string(),
                 )
             }),
-            swap,
-            io: None,
-        }
+            swap: usage.swap,
+            io: usage.io,
+        };
+        (stats, io)
     }
 
     /// The container's cgroup path, from its sandbox's parent.
@@ -84,16 +117,13 @@ impl CriService {
             .map(|location| location.path)
     }
 
-    /// CPU, memory and swap messages for a reading of `id`'s cgroup; the
-    /// nano-cores rate comes from `id`'s previous sample.
-    pub(super) fn usage_messages(
-        &self,
-        id: &str,
-        reading: &Reading,
-    ) -> (Option<CpuUsage>, Option<MemoryUsage>, Option<SwapUsage>) {
+    /// CPU, memory, swap and IO messages for a reading of `id`'s cgroup;
+    /// the nano-cores rate comes from `id`'s previous sample.
+    pub(super) fn usage_messages(&self, id: &str, reading: &Reading) -> UsageMessages {
         let Some(stats) = &reading.stats else {
-            return (None, None, None);
+            return UsageMessages::default();
         };
+        let pressure = stats.pressure.unwrap_or_default();
         let cpu = stats.cpu.map(|cpu| {
             let rate = self.context().cpu_samples.rate(
                 id,
@@ -102,13 +132,29 @@ impl CriService {
                     usage_ns: cpu.usage_ns,
                 },
             );
-            cpu_usage(reading.at, cpu.usage_ns, rate)
+            CpuUsage {
+                psi: pressure.cpu.map(psi_stats),
+                ..cpu_usage(reading.at, cpu.usage_ns, rate)
+            }
         });
-        let memory = stats.memory.map(|memory| memory_usage(reading.at, &memory));
+        let memory = stats.memory.map(|memory| MemoryUsage {
+            psi: pressure.memory.map(psi_stats),
+            ..memory_usage(reading.at, &memory)
+        });
         let swap = stats
             .memory
             .and_then(|memory| swap_usage(reading.at, &memory));
-        (cpu, memory, swap)
+        // IoUsage holds only pressure in CRI: no pressure, no message.
+        let io = pressure.io.map(|io| IoUsage {
+            timestamp: reading.at,
+            psi: Some(psi_stats(io)),
+        });
+        UsageMessages {
+            cpu,
+            memory,
+            swap,
+            io,
+        }
     }
 }
 
@@ -154,6 +200,22 @@ pub(super) fn memory_usage(at: i64, memory: &MemoryStats) -> MemoryUsage {
         page_faults: value(memory.page_faults),
         major_page_faults: value(memory.major_page_faults),
         psi: None,
+    }
+}
+
+/// CRI pressure: the kernel's `some` and `full` lines, total stall time in
+/// microseconds as the kernel counts it. A missing `full` line (cpu before
+/// Linux 5.13) is no `Full`.
+pub(super) fn psi_stats(pressure: Pressure) -> PsiStats {
+    let data = |line: PsiLine| PsiData {
+        total: line.total_us,
+        avg10: line.avg10,
+        avg60: line.avg60,
+        avg300: line.avg300,
+    };
+    PsiStats {
+        full: pressure.full.map(data),
+        some: Some(data(pressure.some)),
     }
 }
 
@@ -213,6 +275,24 @@ mod tests {
         let swap = swap_usage(1, &memory(Some(100), Some(30))).unwrap();
         assert_eq!(swap.swap_usage_bytes, value(30));
         assert_eq!(swap.swap_available_bytes, value(70));
+    }
+
+    #[test]
+    fn pressure_keeps_the_kernels_units_and_a_missing_full() {
+        let line = PsiLine {
+            avg10: 1.5,
+            avg60: 0.5,
+            avg300: 0.25,
+            total_us: 1234,
+        };
+        let psi = psi_stats(Pressure {
+            some: line,
+            full: None,
+        });
+        assert_eq!(psi.full, None);
+        let some = psi.some.unwrap();
+        assert_eq!(some.total, 1234);
+        assert_eq!((some.avg10, some.avg60, some.avg300), (1.5, 0.5, 0.25));
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! `ListPodSandboxMetrics`: every pod's usage as cadvisor metrics
 //! (KEP-2371).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use cri_api::v1::{ListPodSandboxMetricsResponse, PodSandboxMetrics};
 use tonic::Status;
 
 use super::cadvisor_metrics::pod_metrics;
 use super::CriService;
+use crate::block_devices;
 
 impl CriService {
     pub(super) async fn serve_list_pod_sandbox_metrics(
@@ -24,12 +25,24 @@ impl CriService {
             let record = handle.lock().await;
             images.insert(record.id.clone(), record.image_ref.clone());
         }
-        let mut pods = Vec::new();
+        let mut usages = Vec::new();
         for handle in self.context().sandboxes.store.all() {
             let record = handle.lock().await.clone();
-            let stats = self.pod_sandbox_stats(&record).await;
-            pods.push(pod_metrics(&stats, &images));
+            usages.push(self.pod_sandbox_usage(&record).await);
         }
-        pods
+        // Each device named once per call, not once per cgroup.
+        let numbers: HashSet<(u64, u64)> = usages
+            .iter()
+            .flat_map(|usage| usage.io.iter().chain(usage.container_io.values()))
+            .flat_map(|sample| sample.io.devices.iter())
+            .map(|device| (device.major, device.minor))
+            .collect();
+        let devices = tokio::task::spawn_blocking(move || block_devices::names(numbers))
+            .await
+            .unwrap_or_default();
+        usages
+            .iter()
+            .map(|usage| pod_metrics(usage, &images, &devices))
+            .collect()
     }
 }

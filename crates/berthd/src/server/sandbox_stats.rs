@@ -4,6 +4,10 @@
 //! A pod's usage is the sum of its sandbox cgroup (the infra process) and
 //! its containers' cgroups, which are siblings under the pod's parent: the
 //! parent itself may be shared by many pods (berth's default parent).
+//! Pressure cannot be summed: it is read from the parent when the parent
+//! is the pod's own (kubelet's pod cgroup), and is absent otherwise.
+
+use std::collections::HashMap;
 
 use berth_cgroups::stats::CgroupStats;
 use cri_api::v1::{
@@ -12,7 +16,7 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::container_stats::{read_cgroup, Reading};
+use super::container_stats::{read_cgroup, IoSample, Reading};
 use super::CriService;
 use crate::clock::now_nanos;
 use crate::net_stats::{InterfaceCounters, NetCounters};
@@ -34,13 +38,28 @@ impl CriService {
     /// A pod's cpu, memory, process count and network, and the stats of
     /// each of its containers.
     pub(super) async fn pod_sandbox_stats(&self, record: &SandboxRecord) -> PodSandboxStats {
+        self.pod_sandbox_usage(record).await.stats
+    }
+
+    /// [`Self::pod_sandbox_stats`], and the block IO of the pod and of each
+    /// container, which CRI stats have no field for but metrics do.
+    pub(super) async fn pod_sandbox_usage(&self, record: &SandboxRecord) -> PodUsage {
         let containers = self.context().containers.of_sandbox(&record.id).await;
         let mut container_stats = Vec::with_capacity(containers.len());
+        let mut container_io = HashMap::new();
         for container in &containers {
-            container_stats.push(self.container_stats(container).await);
+            let (stats, io) = self.container_usage(container).await;
+            container_stats.push(stats);
+            if let Some(io) = io {
+                container_io.insert(container.id.clone(), io);
+            }
         }
         let reading = self.pod_reading(record).await;
-        let (cpu, memory, _) = self.usage_messages(&record.id, &reading);
+        let usage = self.usage_messages(&record.id, &reading);
+        let io = reading
+            .stats
+            .as_ref()
+            .and_then(|stats| stats.io.clone().map(|io| IoSample { at: reading.at, io }));
         let process = reading
             .stats
             .as_ref()
@@ -62,7 +81,7 @@ impl CriService {
             _ => None,
         };
         let config = record.config.clone();
-        PodSandboxStats {
+        let stats = PodSandboxStats {
             attributes: Some(PodSandboxAttributes {
                 id: record.id.clone(),
                 metadata: config.metadata.clone(),
@@ -70,19 +89,29 @@ impl CriService {
                 annotations: config.annotations.clone(),
             }),
             linux: Some(LinuxPodSandboxStats {
-                cpu,
-                memory,
+                cpu: usage.cpu,
+                memory: usage.memory,
                 network,
                 process,
                 containers: container_stats,
-                io: None,
+                io: usage.io,
             }),
             windows: None,
+        };
+        PodUsage {
+            stats,
+            io,
+            container_io,
         }
     }
 
-    /// The sandbox cgroup and its containers' cgroups, added up.
+    /// The sandbox cgroup and its containers' cgroups, added up, with the
+    /// pressure of the pod's own parent.
     async fn pod_reading(&self, record: &SandboxRecord) -> Reading {
+        let sandboxes = &self.context().sandboxes;
+        let own_parent = (record.cgroup_parent != sandboxes.default_parent)
+            .then(|| berth_cgroups::parent_path(sandboxes.driver, &record.cgroup_parent).ok())
+            .flatten();
         let mut paths = vec![record.cgroup_path.clone()];
         for container in self.context().containers.of_sandbox(&record.id).await {
             if let Ok(location) = berth_cgroups::container_cgroup(
@@ -105,6 +134,11 @@ impl CriService {
                         .accumulate(&stats);
                 }
             }
+            if let (Some(sum), Some(parent)) = (sum.as_mut(), own_parent) {
+                sum.pressure = read_cgroup(cgroups.as_ref(), Some(&parent))
+                    .stats
+                    .and_then(|stats| stats.pressure);
+            }
             Reading { at, stats: sum }
         })
         .await;
@@ -113,6 +147,15 @@ impl CriService {
             stats: None,
         })
     }
+}
+
+/// A pod's CRI stats, and the block IO that only its metrics carry.
+pub(super) struct PodUsage {
+    pub stats: PodSandboxStats,
+    /// The pod's cgroups' IO, summed.
+    pub io: Option<IoSample>,
+    /// Each container's IO, by container id.
+    pub container_io: HashMap<String, IoSample>,
 }
 
 fn interface_usage(counters: &InterfaceCounters) -> NetworkInterfaceUsage {
