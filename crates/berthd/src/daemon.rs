@@ -98,7 +98,8 @@ fn open_context(
     );
     let features = HostFeatures::detect(cgroupfs.layout());
     tracing::info!(layout = ?cgroupfs.layout(), ?features, "cgroups");
-    let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver, &cgroupfs)?);
+    let kernel = crate::kernel_features::KernelFeatures::probe();
+    let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver, &cgroupfs, &kernel)?);
     let containers = Arc::new(ContainerManager {
         store: ContainerStore::open(&StateLayout::new(&config.state_dir).containers())
             .map_err(|err| DaemonError::Startup(format!("containers: {err}")))?,
@@ -133,7 +134,7 @@ fn open_context(
         metrics: Arc::default(),
         cpu_samples: Default::default(),
         streams,
-        kernel: crate::kernel_features::KernelFeatures::probe(),
+        kernel,
     };
     Ok((context, lock))
 }
@@ -167,6 +168,7 @@ fn open_sandboxes(
     config: &Config,
     driver: Driver,
     cgroupfs: &Arc<CgroupfsManager>,
+    kernel: &crate::kernel_features::KernelFeatures,
 ) -> Result<SandboxManager, DaemonError> {
     let startup =
         |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
@@ -207,19 +209,9 @@ fn open_sandboxes(
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
         runtime_handlers: config.runtime_handlers.clone(),
         cgroup_lock: std::sync::Mutex::new(()),
-        user_namespaces: host_supports_userns(),
+        user_namespaces: kernel.user_namespaces,
         pod_cidr: RwLock::new(None),
     })
-}
-
-/// Whether pods may have a user namespace here, from the kernel's release
-/// and user namespace limit (see `kernel_supports_userns` for why no probe).
-fn host_supports_userns() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let limit = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok();
-    let supported = berth_spec::userns::kernel_supports_userns(release.trim(), limit.as_deref());
-    tracing::info!(kernel = %release.trim(), supported, "user namespaces for pods");
-    supported
 }
 
 /// A helper binary installed next to berthd.

@@ -7,14 +7,30 @@ pub struct KernelFeatures {
     /// `mount_setattr(2)` with `AT_RECURSIVE` (Linux 5.12): what
     /// recursive read-only mounts are made with.
     pub recursive_read_only: bool,
+    /// Pods may have a user namespace: the kernel allows user namespaces
+    /// and can idmap overlayfs layers (see
+    /// `berth_spec::userns::kernel_supports_userns`).
+    pub user_namespaces: bool,
 }
 
 impl KernelFeatures {
     pub fn probe() -> Self {
-        Self {
+        let features = Self {
             recursive_read_only: has_mount_setattr(),
-        }
+            user_namespaces: host_supports_userns(),
+        };
+        tracing::info!(?features, "kernel features");
+        features
     }
+}
+
+/// Whether pods may have a user namespace here, from the kernel's release
+/// and user namespace limit. Read, not probed: making one would need a
+/// fork, which berthd never does.
+fn host_supports_userns() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let limit = std::fs::read_to_string("/proc/sys/user/max_user_namespaces").ok();
+    berth_spec::userns::kernel_supports_userns(release.trim(), limit.as_deref())
 }
 
 /// Calls `mount_setattr` with a bad fd: a kernel that has the syscall

@@ -130,12 +130,14 @@ mod tests {
         };
         let without = crate::kernel_features::KernelFeatures {
             recursive_read_only: false,
+            user_namespaces: true,
         };
         let err = check_recursive_read_only(&config, &without).unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().contains("/data"), "{err:?}");
         let with = crate::kernel_features::KernelFeatures {
             recursive_read_only: true,
+            user_namespaces: true,
         };
         assert!(check_recursive_read_only(&config, &with).is_ok());
     }

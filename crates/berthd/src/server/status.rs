@@ -29,11 +29,7 @@ impl CriService {
                 conditions: vec![runtime_condition(), network_condition(&config.cni.conf_dir)],
             }),
             info,
-            runtime_handlers: runtime_handlers(
-                &config.runtime_handlers,
-                &self.context().kernel,
-                self.context().sandboxes.user_namespaces,
-            ),
+            runtime_handlers: runtime_handlers(&config.runtime_handlers, &self.context().kernel),
             features: Some(RuntimeFeatures {
                 // Each feature turns on in the change that makes it work:
                 // berth-spec applies Merge and Strict group policies.
@@ -86,18 +82,14 @@ fn network_condition(conf_dir: &Path) -> RuntimeCondition {
 /// Recursive read-only mounts are advertised only where the kernel makes
 /// them (Linux 5.12), as kubelet then sends them; user namespaces when the
 /// host can make them (kubelet refuses `hostUsers: false` pods otherwise).
-fn runtime_handlers(
-    configured: &[String],
-    kernel: &KernelFeatures,
-    user_namespaces: bool,
-) -> Vec<RuntimeHandler> {
+fn runtime_handlers(configured: &[String], kernel: &KernelFeatures) -> Vec<RuntimeHandler> {
     std::iter::once(String::new())
         .chain(configured.iter().cloned())
         .map(|name| RuntimeHandler {
             name,
             features: Some(RuntimeHandlerFeatures {
                 recursive_read_only_mounts: kernel.recursive_read_only,
-                user_namespaces,
+                user_namespaces: kernel.user_namespaces,
             }),
         })
         .collect()
@@ -121,6 +113,22 @@ mod tests {
         let condition = network_condition(dir.path());
         assert!(condition.status);
         assert!(condition.message.contains("10-net.conflist"));
+    }
+
+    #[test]
+    fn every_handler_reports_what_the_kernel_can_do() {
+        let kernel = KernelFeatures {
+            recursive_read_only: false,
+            user_namespaces: true,
+        };
+        let handlers = runtime_handlers(&["kata".to_string()], &kernel);
+        let names: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["", "kata"]);
+        for handler in &handlers {
+            let features = handler.features.as_ref().unwrap();
+            assert!(!features.recursive_read_only_mounts);
+            assert!(features.user_namespaces);
+        }
     }
 
     #[test]
