@@ -1,10 +1,16 @@
 //! Pulling an image: resolve the reference through mirrors, fetch manifest
 //! and config, then download and unpack every missing layer concurrently.
 //!
+//! A layer is unpacked as it arrives: the compressed bytes are hashed on
+//! the way and never stored, so each layer is written to disk once and its
+//! decompression overlaps its download (as CRI-O's storage does). Nothing
+//! of it counts until its digest, size and diff id all check out.
+//!
 //! Layers are deduplicated across pulls by diff id: two pulls of the same
 //! image at once share one download and one unpack per layer.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,8 +26,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use oci_spec::image::ImageConfiguration;
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
-use tokio::sync::OnceCell;
+use tokio::sync::{mpsc, OnceCell};
 
 use crate::hosts::{Endpoint, RegistryHosts};
 use crate::manifest_get::ManifestGetter;
@@ -399,8 +404,13 @@ impl ImagePuller {
                 if self.store.has_layer(&layer.diff_id) {
                     return Ok(());
                 }
-                let blob = self.download(reference, resolved, descriptor).await?;
-                self.unpack(reference, blob, layer).await
+                // A blob an earlier version of the store kept is used as is.
+                let stored = self.store.blob_path(&descriptor.digest)?;
+                if stored.is_file() {
+                    return self.unpack(reference, stored, layer).await;
+                }
+                self.stream_layer(reference, resolved, descriptor, layer)
+                    .await
             })
             .await
             .map(|_| ());
@@ -414,56 +424,63 @@ impl ImagePuller {
         result
     }
 
-    /// Streams a blob into the store, checking size and digest as it arrives.
-    async fn download(
+    /// Downloads a layer and unpacks it as it arrives (see the module doc),
+    /// checking size and digest of what came and the diff id of what was
+    /// unpacked before installing the layer.
+    async fn stream_layer(
         &self,
         reference: &Reference,
         resolved: &Resolved,
         descriptor: &OciDescriptor,
-    ) -> Result<PathBuf, PullError> {
-        let target = self.store.blob_path(&descriptor.digest)?;
-        if target.is_file() {
-            return Ok(target);
-        }
+        layer: &LayerRecord,
+    ) -> Result<(), PullError> {
         let fetch_error = |message: String| PullError::Fetch {
             reference: reference.whole(),
             registry: resolved.registry.clone(),
             digest: descriptor.digest.clone(),
             message,
         };
+        let unpack_error = |message: String| PullError::Unpack {
+            reference: reference.whole(),
+            digest: layer.blob_digest.clone(),
+            message,
+        };
         let started = Instant::now();
-        let work = self.store.temp_dir()?;
-        let partial = work.path().join("blob");
-        let mut file = tokio::fs::File::create(&partial)
-            .await
-            .map_err(|err| fetch_error(err.to_string()))?;
-        let mut stream = resolved
-            .client
-            .pull_blob_stream(&resolved.remote, descriptor)
-            .await
-            .map_err(|err| fetch_error(err.to_string()))?;
+        let compression = Compression::from_media_type(&layer.media_type)
+            .map_err(|err| unpack_error(err.to_string()))?;
         let declared = declared_size(descriptor).map_err(fetch_error)?;
-        let mut hasher = Sha256::new();
-        let mut received: u64 = 0;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|err| fetch_error(err.to_string()))?;
-            hasher.update(&chunk);
-            received += chunk.len() as u64;
-            // Cut off before writing: an endless blob never fills the disk.
-            if received > declared {
-                return Err(fetch_error(format!(
-                    "the registry sent more than the declared size of {declared} bytes"
-                )));
-            }
-            file.write_all(&chunk)
-                .await
-                .map_err(|err| fetch_error(err.to_string()))?;
-        }
-        file.sync_all()
+        let target = self.store.layer_path(&layer.diff_id)?;
+        let work = self.store.temp_dir()?;
+        let staging = work.path().join("layer");
+        std::fs::create_dir(&staging).map_err(|err| unpack_error(err.to_string()))?;
+
+        let (chunks, received_chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        let unpack_into = staging.clone();
+        let name = PathBuf::from(&descriptor.digest);
+        // Unpacking is blocking file I/O: off the async workers.
+        let unpacking = tokio::task::spawn_blocking(move || {
+            unpack::unpack_stream(
+                ChunkReader::new(received_chunks),
+                compression,
+                &unpack_into,
+                &name,
+            )
+        });
+        let downloaded = download_into(resolved, descriptor, declared, chunks).await;
+        let unpacked = unpacking
             .await
-            .map_err(|err| fetch_error(err.to_string()))?;
-        drop(file);
-        let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
+            .map_err(|err| unpack_error(format!("unpack task failed: {err}")));
+        // A failed download also fails the unpack (its stream ends early):
+        // the download's error is the cause. An unpack that stopped reading
+        // ends the download early: then the unpack's error is.
+        let (actual, received) = match downloaded {
+            Err(message) => return Err(fetch_error(message)),
+            Ok(Download::Stopped) => {
+                unpacked?.map_err(|err| unpack_error(err.to_string()))?;
+                return Err(unpack_error("the unpacker stopped reading".to_string()));
+            }
+            Ok(Download::Complete { digest, received }) => (digest, received),
+        };
         if actual != descriptor.digest {
             return Err(fetch_error(format!(
                 "digest mismatch: the registry sent content with digest {actual}"
@@ -474,15 +491,17 @@ impl ImagePuller {
                 "size mismatch: expected {declared} bytes, received {received}"
             )));
         }
-        self.store.install(&partial, &target)?;
+        let unpacked = unpacked?.map_err(|err| unpack_error(err.to_string()))?;
+        check_diff_id(&unpacked, layer).map_err(unpack_error)?;
+        self.store.install(&staging, &target)?;
         tracing::info!(
             image = %reference,
             blob = %descriptor.digest,
             bytes = received,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "layer downloaded"
+            "layer downloaded and unpacked"
         );
-        Ok(target)
+        Ok(())
     }
 
     /// Unpacks a stored blob into its layer directory, checking the diff id.
@@ -511,14 +530,98 @@ impl ImagePuller {
         .await
         .map_err(|err| unpack_error(format!("unpack task failed: {err}")))?
         .map_err(|err| unpack_error(err.to_string()))?;
-        if unpacked.diff_id != layer.diff_id {
-            return Err(unpack_error(format!(
-                "uncompressed digest {} does not match diff id {} in the image config",
-                unpacked.diff_id, layer.diff_id
-            )));
-        }
+        check_diff_id(&unpacked, layer).map_err(unpack_error)?;
         self.store.install(&staging, &target)?;
         Ok(())
+    }
+}
+
+/// Compressed chunks buffered between a layer's download and its unpacker
+/// (a chunk is what one read of the connection returned, a few KiB).
+const CHUNKS_IN_FLIGHT: usize = 64;
+
+/// How a layer's download ended.
+enum Download {
+    /// The registry sent it all: its digest and size.
+    Complete { digest: String, received: u64 },
+    /// The unpacker stopped taking chunks (its error says why).
+    Stopped,
+}
+
+/// Streams a blob into `chunks`, hashing it and cutting it off past its
+/// declared size; errors are messages for [`PullError::Fetch`].
+async fn download_into(
+    resolved: &Resolved,
+    descriptor: &OciDescriptor,
+    declared: u64,
+    chunks: mpsc::Sender<bytes::Bytes>,
+) -> Result<Download, String> {
+    let mut stream = resolved
+        .client
+        .pull_blob_stream(&resolved.remote, descriptor)
+        .await
+        .map_err(|err| err.to_string())?;
+    let mut hasher = Sha256::new();
+    let mut received: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|err| err.to_string())?;
+        hasher.update(&chunk);
+        received += chunk.len() as u64;
+        // Cut off before passing it on: an endless blob never fills the disk.
+        if received > declared {
+            return Err(format!(
+                "the registry sent more than the declared size of {declared} bytes"
+            ));
+        }
+        if chunks.send(chunk).await.is_err() {
+            return Ok(Download::Stopped);
+        }
+    }
+    Ok(Download::Complete {
+        digest: format!("sha256:{}", hex::encode(hasher.finalize())),
+        received,
+    })
+}
+
+/// The unpacked layer's digest must be the diff id the image config names.
+fn check_diff_id(unpacked: &unpack::UnpackedLayer, layer: &LayerRecord) -> Result<(), String> {
+    if unpacked.diff_id == layer.diff_id {
+        return Ok(());
+    }
+    Err(format!(
+        "uncompressed digest {} does not match diff id {} in the image config",
+        unpacked.diff_id, layer.diff_id
+    ))
+}
+
+/// The chunks of a download as a blocking reader, for the unpacker: the
+/// end of the channel (the download finished or failed) is the end of the
+/// stream.
+struct ChunkReader {
+    chunks: mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl ChunkReader {
+    fn new(chunks: mpsc::Receiver<bytes::Bytes>) -> Self {
+        Self {
+            chunks,
+            current: bytes::Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
     }
 }
 

@@ -181,37 +181,48 @@ pub fn unpack_layer(
         path: blob.to_path_buf(),
         source,
     })?;
+    unpack_stream(file, compression, dest, blob)
+}
+
+/// Unpacks the compressed layer read from `blob` into `dest`, as
+/// [`unpack_layer`] does; `name` stands for the blob in errors.
+pub fn unpack_stream(
+    blob: impl Read + 'static,
+    compression: Compression,
+    dest: &Path,
+    name: &Path,
+) -> Result<UnpackedLayer, UnpackError> {
     let root = LayerRoot::open(dest).map_err(|source| UnpackError::Io {
         op: "opening layer directory",
         path: dest.to_path_buf(),
         source,
     })?;
-    let stream = decompress(file, compression).map_err(|source| UnpackError::Io {
+    let stream = decompress(blob, compression).map_err(|source| UnpackError::Io {
         op: "starting to decompress",
-        path: blob.to_path_buf(),
+        path: name.to_path_buf(),
         source,
     })?;
     let mut stream = DigestReader::new(stream);
-    unpack_entries(&mut stream, root, blob)?;
+    unpack_entries(&mut stream, root, name)?;
     // The tar reader stops at the first end-of-archive block, but the diffID
     // covers the whole stream: the second zero block and any padding up to
     // the record size written after it.
     io::copy(&mut stream, &mut io::sink()).map_err(|source| UnpackError::Io {
         op: "reading trailer of layer",
-        path: blob.to_path_buf(),
+        path: name.to_path_buf(),
         source,
     })?;
     Ok(stream.finish())
 }
 
 /// Wraps the blob in the decompressor its media type calls for.
-fn decompress(file: File, compression: Compression) -> io::Result<Box<dyn Read>> {
+fn decompress(blob: impl Read + 'static, compression: Compression) -> io::Result<Box<dyn Read>> {
     Ok(match compression {
-        Compression::None => Box::new(io::BufReader::new(file)),
+        Compression::None => Box::new(io::BufReader::new(blob)),
         // Multi-member: pigz and some registries' tooling concatenate
         // members, and a single-member decoder would stop after the first.
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(file)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(file)?),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(blob)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(blob)?),
     })
 }
 
