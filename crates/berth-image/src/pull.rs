@@ -26,7 +26,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use oci_spec::image::ImageConfiguration;
 use sha2::{Digest, Sha256};
-use tokio::sync::{mpsc, OnceCell};
+use tokio::sync::{mpsc, OnceCell, Semaphore};
 
 use crate::hosts::{Endpoint, RegistryHosts};
 use crate::manifest_get::ManifestGetter;
@@ -130,7 +130,13 @@ pub struct ImagePuller {
     timeouts: RegistryTimeouts,
     /// Layer fetches in progress, by diff id.
     in_flight: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    /// Bounds the layers fetched at once, over all pulls.
+    layer_slots: Semaphore,
 }
+
+/// Layers fetched at once, as containerd's `max_concurrent_downloads`:
+/// more only splits the same bandwidth and cores further.
+const CONCURRENT_LAYERS: usize = 3;
 
 /// What the registry said about a reference, before any layer is fetched.
 struct Resolved {
@@ -155,6 +161,7 @@ impl ImagePuller {
             platform: Platform::host(),
             timeouts: RegistryTimeouts::default(),
             in_flight: Mutex::default(),
+            layer_slots: Semaphore::new(CONCURRENT_LAYERS),
         }
     }
 
@@ -401,6 +408,8 @@ impl ImagePuller {
         // If the pull doing the work fails or is dropped, a waiter takes over.
         let result = cell
             .get_or_try_init(|| async {
+                // Taken by the pull doing the work only: waiters hold none.
+                let _slot = self.layer_slots.acquire().await;
                 if self.store.has_layer(&layer.diff_id) {
                     return Ok(());
                 }
