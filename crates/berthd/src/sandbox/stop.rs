@@ -17,13 +17,23 @@ impl SandboxManager {
         if !self.store.contains(&record.id) {
             return Ok(());
         }
-        if let Some(infra) = &record.infra {
-            self.namespaces.kill_and_wait(infra).await;
-        }
-        if record.network_attached {
-            self.detach_network(&record).await?;
-            record.network_attached = false;
-        }
+        // The namespaces are pinned, so CNI DEL needs no live infra process:
+        // the kill and its wait overlap the plugins' work.
+        let kill = async {
+            if let Some(infra) = &record.infra {
+                self.namespaces.kill_and_wait(infra).await;
+            }
+        };
+        let detach = async {
+            if record.network_attached {
+                self.detach_network(&record).await
+            } else {
+                Ok(())
+            }
+        };
+        let ((), detached) = tokio::join!(kill, detach);
+        detached?;
+        record.network_attached = false;
         record.state = SandboxState::NotReady;
         Ok(self.store.persist(&record)?)
     }
