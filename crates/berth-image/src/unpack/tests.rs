@@ -640,3 +640,66 @@ fn media_types_map_to_compression() {
         );
     }
 }
+
+/// Many small files go to the writer threads; hard links to them, a large
+/// file and files in new directories in between must still come out as if
+/// unpacked in order.
+#[test]
+fn many_small_files_unpack_as_in_order() {
+    let fx = Fixture::new();
+    let mut layer = Layer::new();
+    for d in 0..5 {
+        layer = layer.dir(&format!("d{d}"), 0o750, (0, 0));
+        for f in 0..100u64 {
+            let data = format!("file {d}/{f}");
+            let mode = 0o640 | (f % 2) as u32;
+            let owner = (f % 3, f % 5);
+            layer = layer.file(&format!("d{d}/f{f}"), mode, owner, data.as_bytes());
+        }
+        // A hard link to a file that may still be queued.
+        layer = layer.link(
+            EntryType::Link,
+            &format!("d{d}/link"),
+            &format!("d{d}/f7"),
+            (0, 0),
+        );
+    }
+    let large = vec![7u8; 300 << 10];
+    let tar = layer
+        .file("large", 0o600, (0, 0), &large)
+        .file("d0/f1", 0o600, (9, 9), b"replaced")
+        .finish();
+    fx.unpack(&tar).unwrap();
+    let dest = fx.dest();
+    for d in 0..5u64 {
+        for f in 0..100u64 {
+            let path = dest.join(format!("d{d}/f{f}"));
+            let meta = fs::symlink_metadata(&path).unwrap();
+            if (d, f) == (0, 1) {
+                assert_eq!(fs::read(&path).unwrap(), b"replaced");
+                assert_eq!((meta.uid(), meta.gid(), meta.mode() & 0o777), (9, 9, 0o600));
+                continue;
+            }
+            assert_eq!(fs::read(&path).unwrap(), format!("file {d}/{f}").as_bytes());
+            assert_eq!(
+                (u64::from(meta.uid()), u64::from(meta.gid())),
+                (f % 3, f % 5),
+                "{path:?}"
+            );
+            assert_eq!(u64::from(meta.mode() & 0o777), 0o640 | (f % 2), "{path:?}");
+            assert_eq!(meta.mtime() as u64, MTIME, "{path:?}");
+        }
+        let link = fs::symlink_metadata(dest.join(format!("d{d}/link"))).unwrap();
+        let target = fs::symlink_metadata(dest.join(format!("d{d}/f7"))).unwrap();
+        assert_eq!(link.ino(), target.ino());
+        assert_eq!(
+            fs::symlink_metadata(dest.join(format!("d{d}")))
+                .unwrap()
+                .mtime() as u64,
+            MTIME,
+            "a directory's mtime survives the files written into it"
+        );
+    }
+    assert_eq!(fs::read(dest.join("large")).unwrap(), large);
+    fx.assert_nothing_outside();
+}
