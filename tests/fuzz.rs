@@ -75,20 +75,9 @@ async fn generated_requests_never_panic_hang_or_answer_unknown() {
         runtime: harness.client().await,
         images: harness.berthd.image_client().await,
     };
-    let image_id = clients
-        .images
-        .image_status(ImageStatusRequest {
-            image: Some(ImageSpec {
-                image: harness.image.clone(),
-                ..Default::default()
-            }),
-            verbose: false,
-        })
+    let image_id = stored_image(&mut clients, &harness.image)
         .await
-        .expect("ImageStatus")
-        .into_inner()
-        .image
-        .expect("the pulled image")
+        .expect("ImageStatus of the pulled image")
         .id;
     let mut world = World {
         pods: Vec::new(),
@@ -402,6 +391,23 @@ async fn refresh_pools(clients: &mut Clients, world: &mut World) {
         .retain(|id, _| world.pods.iter().any(|pod| pod == id));
 }
 
+/// The stored image `image` names, if berthd has it (any error is none).
+async fn stored_image(clients: &mut Clients, image: &str) -> Option<cri_api::v1::Image> {
+    clients
+        .images
+        .image_status(ImageStatusRequest {
+            image: Some(ImageSpec {
+                image: image.to_string(),
+                ..Default::default()
+            }),
+            verbose: false,
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .image
+}
+
 /// Keeps the pools useful and bounded: a pod with a running container
 /// and a created one, the image present, not too many pods or containers.
 async fn maintain(harness: &Harness, clients: &mut Clients, world: &mut World) {
@@ -418,18 +424,7 @@ async fn maintain(harness: &Harness, clients: &mut Clients, world: &mut World) {
             })
             .await;
     }
-    let image_present = clients
-        .images
-        .image_status(ImageStatusRequest {
-            image: Some(ImageSpec {
-                image: world.image.clone(),
-                ..Default::default()
-            }),
-            verbose: false,
-        })
-        .await
-        .is_ok_and(|answer| answer.into_inner().image.is_some());
-    if !image_present {
+    if stored_image(clients, &world.image).await.is_none() {
         clients
             .images
             .pull_image(PullImageRequest {

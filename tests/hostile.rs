@@ -135,16 +135,26 @@ async fn a_stalled_registry_fails_the_pull_in_time_and_holds_no_layer() {
     still_answers(&images).await;
 }
 
+/// Pulls a one-layer image (its file named `name`) from a registry that
+/// misbehaves `how`; the pull must fail. The image and the error.
+async fn failed_pull(
+    images: &ImageServiceClient<Channel>,
+    name: &str,
+    how: Misbehaviour,
+) -> (berth_tests::registry::BuiltImage, tonic::Status) {
+    let built = TestImage::new(vec![Layer::gzip(tiny_layer_tar(name))]).build();
+    let registry = BadRegistry::start(&built, "test/app", "v1", how);
+    let err = pull(images, &registry.reference("test/app:v1"))
+        .await
+        .expect_err("a misbehaving registry cannot complete a pull");
+    (built, err)
+}
+
 #[tokio::test]
 async fn an_endless_blob_is_cut_off_at_its_declared_size() {
     let berthd = berthd_with_short_registry_timeouts();
     let images = berthd.image_client().await;
-    let built = TestImage::new(vec![Layer::gzip(tiny_layer_tar("endless"))]).build();
-    let endless = BadRegistry::start(&built, "test/app", "v1", Misbehaviour::EndlessLayers);
-
-    let err = pull(&images, &endless.reference("test/app:v1"))
-        .await
-        .expect_err("an endless blob cannot complete a pull");
+    let (built, err) = failed_pull(&images, "endless", Misbehaviour::EndlessLayers).await;
     assert!(err.message().contains("declared size"), "{err:?}");
     assert!(err.message().contains(&built.layers[0].digest), "{err:?}");
 
@@ -178,12 +188,7 @@ async fn an_endless_manifest_is_cut_off_at_the_cap() {
     let images = berthd.image_client().await;
     still_answers(&images).await;
     let before = peak_rss_kib(&berthd);
-    let built = TestImage::new(vec![Layer::gzip(tiny_layer_tar("manifest"))]).build();
-    let endless = BadRegistry::start(&built, "test/app", "v1", Misbehaviour::EndlessManifest);
-
-    let err = pull(&images, &endless.reference("test/app:v1"))
-        .await
-        .expect_err("an endless manifest cannot complete a pull");
+    let (_, err) = failed_pull(&images, "manifest", Misbehaviour::EndlessManifest).await;
     assert!(err.message().contains("cap"), "{err:?}");
     // The cap is 8 MiB; reading on to the end of the read timeout would
     // take gigabytes over loopback.
