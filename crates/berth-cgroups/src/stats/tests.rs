@@ -13,6 +13,14 @@ fn fixture(rel: &str) -> PathBuf {
 
 const MIB: u64 = 1024 * 1024;
 
+/// The stats of the v2 fixture with every file.
+fn full_v2() -> CgroupStats {
+    read(&StatsDirs::V2 {
+        dir: fixture("v2/full"),
+    })
+    .unwrap()
+}
+
 #[test]
 fn v1_reads_every_controller() {
     let dirs = StatsDirs::V1 {
@@ -66,10 +74,7 @@ fn v1_missing_controllers_are_none() {
 
 #[test]
 fn v2_reads_one_dir() {
-    let stats = read(&StatsDirs::V2 {
-        dir: fixture("v2/full"),
-    })
-    .unwrap();
+    let stats = full_v2();
     assert_eq!(
         stats.cpu,
         Some(CpuStats {
@@ -144,10 +149,7 @@ fn working_set_never_goes_negative() {
 
 #[test]
 fn accumulate_adds_usage_and_drops_limits() {
-    let one = read(&StatsDirs::V2 {
-        dir: fixture("v2/full"),
-    })
-    .unwrap();
+    let one = full_v2();
     let mut sum = CgroupStats::default();
     sum.accumulate(&one);
     sum.accumulate(&one);
@@ -187,10 +189,7 @@ fn v1_reads_blkio_per_device() {
 
 #[test]
 fn v2_reads_io_and_pressure() {
-    let stats = read(&StatsDirs::V2 {
-        dir: fixture("v2/full"),
-    })
-    .unwrap();
+    let stats = full_v2();
     let io = stats.io.unwrap();
     assert_eq!(
         io.devices,
@@ -259,10 +258,7 @@ fn io_stat_skips_odd_lines_and_keys() {
 
 #[test]
 fn accumulate_adds_io_per_device_and_drops_pressure() {
-    let one = read(&StatsDirs::V2 {
-        dir: fixture("v2/full"),
-    })
-    .unwrap();
+    let one = full_v2();
     let mut sum = CgroupStats::default();
     sum.accumulate(&one);
     sum.accumulate(&CgroupStats {

@@ -262,15 +262,7 @@ impl Unpacker {
         let meta = Metadata::read(entry, path)?;
         let dir = self.parent_dir(path, parent)?;
         self.clear(dir.as_fd(), name, false, path)?;
-        // O_EXCL also refuses to open through a symlink created meanwhile.
-        let fd = openat(
-            &dir,
-            name,
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(CREATE_MODE),
-        )
-        .map_err(io_err("creating file", path))?;
-        let mut file = File::from(fd);
+        let mut file = create_file(dir.as_fd(), name, path)?;
         io::copy(entry, &mut file).map_err(io_err("unpacking data of", path))?;
         apply_metadata(Node::Open(file.as_fd()), &meta, path, true)
     }
@@ -540,17 +532,23 @@ fn write_file(
     data: &[u8],
     meta: &Metadata,
 ) -> Result<(), UnpackError> {
-    // O_EXCL also refuses to open through a symlink created meanwhile.
+    let mut file = create_file(dir.as_fd(), name, path)?;
+    io::Write::write_all(&mut file, data).map_err(io_err("unpacking data of", path))?;
+    apply_metadata(Node::Open(file.as_fd()), meta, path, true)
+}
+
+/// Creates the regular file `name` in `dir`, private until its metadata
+/// is applied. O_EXCL also refuses to open through a symlink created
+/// meanwhile.
+fn create_file(dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> Result<File, UnpackError> {
     let fd = openat(
-        &dir,
+        dir,
         name,
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::from_bits_truncate(CREATE_MODE),
     )
     .map_err(io_err("creating file", path))?;
-    let mut file = File::from(fd);
-    io::Write::write_all(&mut file, data).map_err(io_err("unpacking data of", path))?;
-    apply_metadata(Node::Open(file.as_fd()), meta, path, true)
+    Ok(File::from(fd))
 }
 
 /// Applies ownership, permissions, xattrs and (if `set_mtime`) the mtime.

@@ -205,6 +205,18 @@ impl Builder<'_> {
         });
     }
 
+    /// Several metrics with one timestamp and extra label value.
+    fn push_each<const N: usize>(
+        &mut self,
+        timestamp: i64,
+        extra: Option<&str>,
+        metrics: [(&str, Option<u64>); N],
+    ) {
+        for (name, value) in metrics {
+            self.push(name, timestamp, value, extra);
+        }
+    }
+
     /// Cpu time in whole seconds, and cpu pressure.
     fn cpu(&mut self, cpu: &CpuUsage) {
         let seconds = get(&cpu.usage_core_nano_seconds).map(|ns| ns / 1_000_000_000);
@@ -220,19 +232,18 @@ impl Builder<'_> {
     /// Memory usage, working set and RSS, and memory pressure.
     fn memory(&mut self, memory: &MemoryUsage) {
         let at = memory.timestamp;
-        self.push(
-            "container_memory_usage_bytes",
+        self.push_each(
             at,
-            get(&memory.usage_bytes),
             None,
+            [
+                ("container_memory_usage_bytes", get(&memory.usage_bytes)),
+                (
+                    "container_memory_working_set_bytes",
+                    get(&memory.working_set_bytes),
+                ),
+                ("container_memory_rss", get(&memory.rss_bytes)),
+            ],
         );
-        self.push(
-            "container_memory_working_set_bytes",
-            at,
-            get(&memory.working_set_bytes),
-            None,
-        );
-        self.push("container_memory_rss", at, get(&memory.rss_bytes), None);
         self.pressure("memory", at, memory.psi.as_ref());
     }
 
@@ -268,21 +279,16 @@ impl Builder<'_> {
                 .get(&(device.major, device.minor))
                 .cloned()
                 .unwrap_or_else(|| format!("{}:{}", device.major, device.minor));
-            let name = Some(name.as_str());
-            self.push(
-                "container_fs_reads_bytes_total",
+            self.push_each(
                 at,
-                Some(device.read_bytes),
-                name,
+                Some(&name),
+                [
+                    ("container_fs_reads_bytes_total", Some(device.read_bytes)),
+                    ("container_fs_writes_bytes_total", Some(device.write_bytes)),
+                    ("container_fs_reads_total", Some(device.reads)),
+                    ("container_fs_writes_total", Some(device.writes)),
+                ],
             );
-            self.push(
-                "container_fs_writes_bytes_total",
-                at,
-                Some(device.write_bytes),
-                name,
-            );
-            self.push("container_fs_reads_total", at, Some(device.reads), name);
-            self.push("container_fs_writes_total", at, Some(device.writes), name);
         }
     }
 }
@@ -322,31 +328,27 @@ pub fn pod_metrics(
     pod.block_io(usage.io.as_ref(), devices);
     if let Some(network) = &linux.network {
         for iface in &network.interfaces {
-            let at = network.timestamp;
-            let name = Some(iface.name.as_str());
-            pod.push(
-                "container_network_receive_bytes_total",
-                at,
-                get(&iface.rx_bytes),
-                name,
-            );
-            pod.push(
-                "container_network_receive_errors_total",
-                at,
-                get(&iface.rx_errors),
-                name,
-            );
-            pod.push(
-                "container_network_transmit_bytes_total",
-                at,
-                get(&iface.tx_bytes),
-                name,
-            );
-            pod.push(
-                "container_network_transmit_errors_total",
-                at,
-                get(&iface.tx_errors),
-                name,
+            pod.push_each(
+                network.timestamp,
+                Some(&iface.name),
+                [
+                    (
+                        "container_network_receive_bytes_total",
+                        get(&iface.rx_bytes),
+                    ),
+                    (
+                        "container_network_receive_errors_total",
+                        get(&iface.rx_errors),
+                    ),
+                    (
+                        "container_network_transmit_bytes_total",
+                        get(&iface.tx_bytes),
+                    ),
+                    (
+                        "container_network_transmit_errors_total",
+                        get(&iface.tx_errors),
+                    ),
+                ],
             );
         }
     }
