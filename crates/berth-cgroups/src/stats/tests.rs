@@ -13,6 +13,16 @@ fn fixture(rel: &str) -> PathBuf {
 
 const MIB: u64 = 1024 * 1024;
 
+/// What the v1 and v2 fixtures count on device 254:0.
+const VDA_IO: DeviceIo = DeviceIo {
+    major: 254,
+    minor: 0,
+    read_bytes: MIB,
+    write_bytes: 2 * MIB,
+    reads: 10,
+    writes: 20,
+};
+
 /// The stats of the v2 fixture with every file.
 fn full_v2() -> CgroupStats {
     read(&StatsDirs::V2 {
@@ -175,14 +185,7 @@ fn v1_reads_blkio_per_device() {
                 reads: 1,
                 writes: 0
             },
-            DeviceIo {
-                major: 254,
-                minor: 0,
-                read_bytes: MIB,
-                write_bytes: 2 * MIB,
-                reads: 10,
-                writes: 20
-            }
+            VDA_IO
         ]
     );
 }
@@ -191,17 +194,7 @@ fn v1_reads_blkio_per_device() {
 fn v2_reads_io_and_pressure() {
     let stats = full_v2();
     let io = stats.io.unwrap();
-    assert_eq!(
-        io.devices,
-        [DeviceIo {
-            major: 254,
-            minor: 0,
-            read_bytes: MIB,
-            write_bytes: 2 * MIB,
-            reads: 10,
-            writes: 20
-        }]
-    );
+    assert_eq!(io.devices, [VDA_IO]);
     let pressure = stats.pressure.unwrap();
     let cpu = pressure.cpu.unwrap();
     assert_eq!(
