@@ -32,6 +32,8 @@ RULES = [
     (r"^memory/", ("mean",), "Memory (MiB)"),
     (r"^image/", ("mean", "p95"), "Images (ms)"),
     (r"^scale/", ("mean",), "Scaling: lifecycle with other pods running (ms)"),
+    (r"^alone/", ("mean",),
+     "Scaling, berth alone: lifecycle with its own other pods, containerd's removed (ms)"),
     (r"", ("mean",), "Other"),
 ]
 
@@ -103,10 +105,28 @@ def rule_for(metric):
 def sort_key(metric, first_seen):
     step = metric.rsplit("/", 1)[-1]
     # Scaling metrics: scale/<pods>/<step>; order by pods, then step.
-    m = re.match(r"^scale/(\d+)/", metric)
+    m = re.match(r"^(?:scale|alone)/(\d+)/", metric)
     level = int(m.group(1)) if m else 0
     order = STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER)
     return (level, order, first_seen[metric])
+
+
+def scaling_targets(samples, base, loaded, title):
+    """The scaling target lines: berth's mean per step at `loaded` over
+    its mean at `base` (metric prefixes), each at most SCALE_LIMIT."""
+    out = ["", f"Scaling targets ({title}, each ≤ {SCALE_LIMIT:.2f}):", ""]
+    for step in STEP_ORDER:
+        b0 = stat(samples.get((f"{base}/{step}", "berth")), "mean")
+        b1 = stat(samples.get((f"{loaded}/{step}", "berth")), "mean")
+        rr = ratio(b1, b0)
+        if rr is None:
+            continue
+        if rr <= SCALE_LIMIT:
+            out.append(f"- {step}: {rr:.2f} ≤ {SCALE_LIMIT:.2f}: met")
+        else:
+            out.append(f"- {step}: {rr:.2f} > {SCALE_LIMIT:.2f}: missed, "
+                       f"{rr / SCALE_LIMIT:.2f}× the target")
+    return out
 
 
 def main() -> int:
@@ -150,7 +170,7 @@ def main() -> int:
         for metric, stats in rows:
             name = metric.split("/", 1)[1] if "/" in metric else metric
             name = name.replace("/", " ")
-            if metric.startswith("scale/"):
+            if metric.startswith(("scale/", "alone/")):
                 name = f"{name.split(' ', 1)[1]}, {name.split(' ', 1)[0]} other pods"
             for st in stats:
                 c = stat(samples.get((metric, "containerd")), st)
@@ -178,23 +198,16 @@ def main() -> int:
         verdict = "met" if errors == 0 else "missed"
         out.append(f"- errors in berth's concurrency runs: {errors:.0f}: {verdict}")
     levels = sorted({int(m.split("/")[1]) for m, _ in samples if re.match(r"^scale/\d+/", m)})
+    alone = sorted({int(m.split("/")[1]) for m, _ in samples if re.match(r"^alone/\d+/", m)})
     if len(levels) >= 2:
         lo, hi = levels[0], levels[-1]
-        out.append("")
-        out.append(f"Scaling targets (berth with {hi} other pods / berth with {lo}, "
-                   f"each ≤ {SCALE_LIMIT:.2f}):")
-        out.append("")
-        for step in STEP_ORDER:
-            b0 = stat(samples.get((f"scale/{lo}/{step}", "berth")), "mean")
-            b1 = stat(samples.get((f"scale/{hi}/{step}", "berth")), "mean")
-            rr = ratio(b1, b0)
-            if rr is None:
-                continue
-            if rr <= SCALE_LIMIT:
-                out.append(f"- {step}: {rr:.2f} ≤ {SCALE_LIMIT:.2f}: met")
-            else:
-                out.append(f"- {step}: {rr:.2f} > {SCALE_LIMIT:.2f}: missed, "
-                           f"{rr / SCALE_LIMIT:.2f}× the target")
+        out.extend(scaling_targets(samples, f"scale/{lo}", f"scale/{hi}",
+                                   f"berth with {hi} other pods, containerd's {hi} too, "
+                                   f"/ berth with {lo}"))
+        if alone:
+            out.extend(scaling_targets(samples, f"scale/{lo}", f"alone/{alone[-1]}",
+                                       f"berth alone with {alone[-1]} other pods "
+                                       f"/ berth with {lo}"))
     print("\n".join(out))
     return 0
 
