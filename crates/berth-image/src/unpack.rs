@@ -20,7 +20,6 @@
 
 mod entry;
 mod resolve;
-mod writers;
 mod xattr;
 
 #[cfg(test)]
@@ -235,15 +234,12 @@ fn unpack_entries(stream: &mut impl Read, root: LayerRoot, blob: &Path) -> Resul
         source,
     };
     let mut archive = tar::Archive::new(stream);
-    // The writer threads end with the scope, also when an entry fails.
-    std::thread::scope(|scope| {
-        let mut unpacker = Unpacker::new(root, writers::Writers::start(scope));
-        for entry in archive.entries().map_err(read_error)? {
-            let mut entry = entry.map_err(read_error)?;
-            unpacker.unpack(&mut entry)?;
-        }
-        unpacker.finish()
-    })
+    let mut unpacker = Unpacker::new(root);
+    for entry in archive.entries().map_err(read_error)? {
+        let mut entry = entry.map_err(read_error)?;
+        unpacker.unpack(&mut entry)?;
+    }
+    unpacker.finish()
 }
 
 /// A reader that hashes and counts everything read through it.

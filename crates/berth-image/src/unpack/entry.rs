@@ -18,8 +18,7 @@ use nix::unistd::{fchown, fchownat, linkat, symlinkat, Gid, Uid};
 use tar::EntryType;
 use tracing::{debug, warn};
 
-use super::resolve::{self, clear_slot, node_kind, LayerRoot, ResolveError, Slot};
-use super::writers::{Writers, MAX_QUEUED_FILE};
+use super::resolve::{self, clear_slot, LayerRoot, ResolveError, Slot};
 use super::{xattr, UnpackError};
 
 /// Prefix of OCI whiteout files.
@@ -98,18 +97,15 @@ pub(super) struct Unpacker {
     /// is dropped whenever anything is removed, since that may have been
     /// (an ancestor of) this directory.
     last_parent: Option<(Vec<OsString>, OwnedFd)>,
-    /// Threads writing small regular files (see [`super::writers`]).
-    writers: Writers,
 }
 
 impl Unpacker {
     /// Starts unpacking into `root`.
-    pub(super) fn new(root: LayerRoot, writers: Writers) -> Self {
+    pub(super) fn new(root: LayerRoot) -> Self {
         Self {
             root,
             dir_mtimes: Vec::new(),
             last_parent: None,
-            writers,
         }
     }
 
@@ -127,22 +123,8 @@ impl Unpacker {
         }
         let components = resolve::normalize(&path).map_err(|e| entry_error(&path, e))?;
         let Some((name, parent)) = components.split_last() else {
-            self.writers.drain()?;
             return self.root_entry(entry, &path, kind);
         };
-        let regular = matches!(
-            kind,
-            EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse
-        );
-        let queueable = regular
-            && Whiteout::parse(name).is_none()
-            && entry.size() <= MAX_QUEUED_FILE
-            && !self.writers.touches_queued(&components);
-        if queueable && self.queue_file(entry, &path, &components)? {
-            return Ok(());
-        }
-        // Anything else sees the layer as unpacked in order so far.
-        self.writers.drain()?;
         if let Some(whiteout) = Whiteout::parse(name) {
             return self.whiteout(entry, &path, parent, whiteout);
         }
@@ -169,8 +151,7 @@ impl Unpacker {
 
     /// Applies the directory mtimes recorded while unpacking. Directories
     /// that a later entry replaced are skipped.
-    pub(super) fn finish(mut self) -> Result<(), UnpackError> {
-        self.writers.drain()?;
+    pub(super) fn finish(self) -> Result<(), UnpackError> {
         for (components, mtime) in &self.dir_mtimes {
             let path = resolve::join(components);
             let dir = match self.root.open_dir(components, false) {
@@ -262,39 +243,17 @@ impl Unpacker {
         let meta = Metadata::read(entry, path)?;
         let dir = self.parent_dir(path, parent)?;
         self.clear(dir.as_fd(), name, false, path)?;
-        let mut file = create_file(dir.as_fd(), name, path)?;
+        // O_EXCL also refuses to open through a symlink created meanwhile.
+        let fd = openat(
+            &dir,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(CREATE_MODE),
+        )
+        .map_err(io_err("creating file", path))?;
+        let mut file = File::from(fd);
         io::copy(entry, &mut file).map_err(io_err("unpacking data of", path))?;
         apply_metadata(Node::Open(file.as_fd()), &meta, path, true)
-    }
-
-    /// Hands a small regular file to the writer threads if nothing is at
-    /// its path yet; false (nothing read) when something is, for the
-    /// in-order path to replace.
-    fn queue_file<R: Read>(
-        &mut self,
-        entry: &mut tar::Entry<'_, R>,
-        path: &Path,
-        components: &[OsString],
-    ) -> Result<bool, UnpackError> {
-        let Some((name, parent)) = components.split_last() else {
-            return Ok(false);
-        };
-        let dir = self.parent_dir(path, parent)?;
-        if node_kind(dir.as_fd(), name)
-            .map_err(io_err("looking up", path))?
-            .is_some()
-        {
-            return Ok(false);
-        }
-        let meta = Metadata::read(entry, path)?;
-        let mut data = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
-        entry
-            .read_to_end(&mut data)
-            .map_err(io_err("reading data of", path))?;
-        let (name, path_buf) = (name.to_os_string(), path.to_path_buf());
-        let job = Box::new(move || write_file(dir, &name, &path_buf, &data, &meta));
-        self.writers.submit(components.to_vec(), job)?;
-        Ok(true)
     }
 
     /// Creates a directory, or updates an existing one's metadata. Its mtime
@@ -521,34 +480,6 @@ fn pax_xattrs<R: Read>(
         xattrs.push((name, record.value_bytes().to_vec()));
     }
     Ok(xattrs)
-}
-
-/// Creates the new regular file `name` in `dir` with `data`, then its
-/// metadata (a writer thread's job).
-fn write_file(
-    dir: OwnedFd,
-    name: &OsStr,
-    path: &Path,
-    data: &[u8],
-    meta: &Metadata,
-) -> Result<(), UnpackError> {
-    let mut file = create_file(dir.as_fd(), name, path)?;
-    io::Write::write_all(&mut file, data).map_err(io_err("unpacking data of", path))?;
-    apply_metadata(Node::Open(file.as_fd()), meta, path, true)
-}
-
-/// Creates the regular file `name` in `dir`, private until its metadata
-/// is applied. O_EXCL also refuses to open through a symlink created
-/// meanwhile.
-fn create_file(dir: BorrowedFd<'_>, name: &OsStr, path: &Path) -> Result<File, UnpackError> {
-    let fd = openat(
-        dir,
-        name,
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(CREATE_MODE),
-    )
-    .map_err(io_err("creating file", path))?;
-    Ok(File::from(fd))
 }
 
 /// Applies ownership, permissions, xattrs and (if `set_mtime`) the mtime.

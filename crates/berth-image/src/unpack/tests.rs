@@ -641,9 +641,9 @@ fn media_types_map_to_compression() {
     }
 }
 
-/// Many small files go to the writer threads; hard links to them, a large
-/// file and files in new directories in between must still come out as if
-/// unpacked in order.
+/// Many small files across directories, with owners, modes, hard links,
+/// a large file and a replacement in between: each comes out as its entry
+/// says, and directory mtimes survive the files written into them.
 #[test]
 fn many_small_files_unpack_as_in_order() {
     let fx = Fixture::new();
