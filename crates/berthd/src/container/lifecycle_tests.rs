@@ -540,3 +540,20 @@ async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgrou
     assert!(!f.pods.cgroups.exists(record.cgroup_dir()));
     assert_no_trace(&f, "shim gone");
 }
+
+#[tokio::test]
+async fn recovery_unmounts_a_layer_dirs_views_before_deleting_it() {
+    let f = fixture().await;
+    let (_, id) = pod_and_container(&f, "app").await;
+    let record = f.manager.get(&id).await.expect("record");
+    std::fs::remove_dir_all(&record.bundle).expect("rm");
+    f.manager.store.remove(&id);
+    f.journal.clear();
+    // The shim dir and the layer dir, unmounted before it is deleted.
+    assert_eq!(f.manager.recover().await, (0, 2));
+    assert_eq!(
+        f.journal.entries(),
+        ["kill unrecorded shim", "unmount rootfs"]
+    );
+    assert_no_trace(&f, "swept");
+}

@@ -9,6 +9,7 @@ pub mod durations;
 mod error;
 mod exec_sync;
 pub mod host;
+pub mod idmap;
 pub mod image_files;
 pub mod image_volumes;
 #[cfg(test)]
