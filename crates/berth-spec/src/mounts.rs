@@ -173,7 +173,7 @@ pub fn container_mounts(
 
 /// Lexically cleaned absolute path (`/a//b/../c/` → `/a/c`), for comparing
 /// destinations as the kernel would see them.
-pub(crate) fn clean_path(path: &str) -> String {
+pub fn clean_path(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for component in Path::new(path).components() {
         match component {

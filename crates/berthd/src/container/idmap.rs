@@ -15,6 +15,12 @@ use nix::libc;
 pub enum IdmapError {
     #[error("path {0:?} contains a NUL byte")]
     BadPath(PathBuf),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// The kernel refused a step; `mount_setattr` failing with EINVAL
     /// means a filesystem of the tree cannot be idmapped.
     #[error("{step} {path}: {source}")]
@@ -23,6 +29,26 @@ pub enum IdmapError {
         path: PathBuf,
         source: nix::Error,
     },
+}
+
+impl IdmapError {
+    /// What the kernel's refusal means, when it is known: a suffix for
+    /// messages.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            IdmapError::Syscall {
+                step: "mount_setattr",
+                source: nix::Error::EINVAL,
+                ..
+            } => " (its filesystem does not support idmapped mounts on this kernel)",
+            _ => "",
+        }
+    }
+
+    /// The kernel refused (rather than berth failing to prepare).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, IdmapError::Syscall { .. })
+    }
 }
 
 fn failed(path: &Path, step: &'static str) -> impl FnOnce(nix::Error) -> IdmapError {

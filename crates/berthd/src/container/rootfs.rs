@@ -1,7 +1,8 @@
 //! A container's root filesystem: an overlay of its image's unpacked layers
 //! (read-only lower dirs, topmost first) under a writable upper dir; and its
 //! image volumes, read-only overlays of other images' layers mounted beside
-//! it in the bundle and unmounted with it.
+//! it in the bundle and unmounted with it, as are the idmapped views of a
+//! user-namespaced container's binds (`idmapped_binds`).
 
 use std::path::{Path, PathBuf};
 
@@ -24,11 +25,14 @@ pub struct RootfsPaths {
     /// Where the idmapped views of the image layers are attached while an
     /// idmapped overlay is being mounted (`<n>`, by layer).
     pub layer_views: PathBuf,
+    /// Where the idmapped views of a user-namespaced container's bind
+    /// mounts are attached for its life (`<n>`, see `idmapped_binds`).
+    pub idmapped_binds: PathBuf,
 }
 
 impl RootfsPaths {
-    /// `<layer_dir>/{upper,work,idmap}`, `<bundle>/rootfs` and
-    /// `<bundle>/image-volumes`.
+    /// `<layer_dir>/{upper,work,idmap}`, `<bundle>/rootfs`,
+    /// `<bundle>/image-volumes` and `<bundle>/idmapped`.
     pub fn new(layer_dir: &Path, bundle: &Path) -> Self {
         Self {
             upper: layer_dir.join("upper"),
@@ -36,6 +40,7 @@ impl RootfsPaths {
             merged: bundle.join("rootfs"),
             image_volumes: bundle.join("image-volumes"),
             layer_views: layer_dir.join("idmap"),
+            idmapped_binds: bundle.join("idmapped"),
         }
     }
 
@@ -258,13 +263,14 @@ fn remove_empty_dirs(dir: &Path) {
     }
 }
 
-/// Unmounts the image volumes, layer views a crash left mid-mount, and
-/// the rootfs; not mounted is fine. Each is detached before anything may
-/// delete the dirs they are in: deleting through a view would delete the
-/// image's own files.
+/// Unmounts the idmapped bind views, the image volumes, layer views a
+/// crash left mid-mount, and the rootfs; not mounted is fine. Each is
+/// detached before anything may delete the dirs they are in: deleting
+/// through a view would delete the volume's or the image's own files.
 pub fn unmount_rootfs(paths: &RootfsPaths) -> Result<(), RootfsError> {
     let mut targets = Vec::new();
     for (what, dir) in [
+        ("listing idmapped binds", &paths.idmapped_binds),
         ("listing image volumes", &paths.image_volumes),
         ("listing idmapped layer views", &paths.layer_views),
     ] {
