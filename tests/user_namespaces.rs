@@ -78,13 +78,12 @@ fn userns_container(
     config
 }
 
-/// Mounts whose point or source mentions an idmapped view of berth's.
-fn idmapped_views() -> Vec<String> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .expect("mountinfo")
-        .lines()
-        .filter(|line| line.contains("/idmapped/"))
-        .map(str::to_string)
+/// The idmapped bind views mounted under `top` (one berthd's dirs: tests
+/// run side by side).
+fn idmapped_views(top: &Path) -> Vec<std::path::PathBuf> {
+    mounts_under(top)
+        .into_iter()
+        .filter(|mount| mount.to_string_lossy().contains("/idmapped/"))
         .collect()
 }
 
@@ -344,9 +343,12 @@ async fn volumes_are_idmapped_into_the_pods_user_namespace() {
         /bin/busybox stat -c 'hosts %u:%g' /etc/hosts; \
         echo ready; exec /bin/sleep 1000";
     let mut config = userns_container(&harness, &pod_cfg, "app", script);
+    // With the pod's mappings on the mount, as kubelet sends it.
     config.mounts.push(Mount {
         container_path: "/data".into(),
         host_path: volume.display().to_string(),
+        uid_mappings: kubelet_mapping(),
+        gid_mappings: kubelet_mapping(),
         ..Default::default()
     });
     let id = harness.create_ok(&pod, &pod_cfg, config).await;
@@ -373,7 +375,7 @@ async fn volumes_are_idmapped_into_the_pods_user_namespace() {
     // Outside: what container root wrote belongs to host root.
     let made = std::fs::metadata(volume.join("made")).expect("the container's file");
     assert_eq!((made.uid(), made.gid()), (0, 0));
-    assert!(!idmapped_views().is_empty(), "the views are mounted");
+    assert!(!idmapped_views(top).is_empty(), "the views are mounted");
 
     let mut client = harness.client().await;
     client
@@ -389,7 +391,7 @@ async fn volumes_are_idmapped_into_the_pods_user_namespace() {
         })
         .await
         .expect("RemoveContainer");
-    let left = idmapped_views();
+    let left = idmapped_views(top);
     assert!(
         left.is_empty(),
         "views left after RemoveContainer: {left:?}"
@@ -434,7 +436,7 @@ async fn a_volume_that_cannot_be_idmapped_fails_the_create_naming_it() {
         ..Default::default()
     });
     let result = harness.create(&pod, &pod_cfg, config).await;
-    let views = idmapped_views();
+    let views = idmapped_views(top);
     harness.remove_pod(&pod).await;
     let left = mounts_under(top);
     nix::mount::umount2(&ramfs, nix::mount::MntFlags::MNT_DETACH).expect("umount ramfs");
