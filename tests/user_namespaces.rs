@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use berth_tests::host::mounts_under;
 use berth_tests::pods::{container_config, pod_config, Harness};
 use cri_api::v1::{
-    ContainerConfig, ContainerState, ContainerStatusRequest, IdMapping, Mount, NamespaceMode,
-    PodSandboxConfig, RemoveContainerRequest, RunPodSandboxRequest, StatusRequest,
+    ContainerConfig, ContainerState, ContainerStatusRequest, ExecSyncRequest, IdMapping, Mount,
+    NamespaceMode, PodSandboxConfig, RemoveContainerRequest, RunPodSandboxRequest, StatusRequest,
     StopContainerRequest, UserNamespace,
 };
 
@@ -223,9 +223,95 @@ async fn container_root_is_an_unprivileged_host_uid() {
     let meta = std::fs::metadata(&created).expect("the container's file in its upper dir");
     assert_eq!((meta.uid(), meta.gid()), (HOST_ID, HOST_ID));
 
+    // An exec'd process joins the pod's user namespace too: root inside,
+    // an unprivileged uid outside. A container's non-root user is that
+    // user inside, without capabilities.
+    let (stdout, stderr) = exec_ok(
+        &harness,
+        &id,
+        "cat /proc/self/uid_map; /bin/busybox id -u; \
+         /bin/busybox grep -E '^Cap(Eff|Bnd)' /proc/self/status",
+    )
+    .await;
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Its capabilities are the container's, not all those entering the
+    // namespace grants.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("init status");
+    let init_caps: Vec<&str> = status
+        .lines()
+        .filter(|line| line.starts_with("CapEff") || line.starts_with("CapBnd"))
+        .collect();
+    let exec_caps: Vec<&str> = lines.iter().skip(2).copied().collect();
+    assert_eq!(exec_caps, init_caps, "{stdout} {stderr}");
+    let map: Vec<&str> = lines
+        .first()
+        .copied()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        map,
+        ["0", &HOST_ID.to_string(), &LENGTH.to_string()],
+        "{stdout} {stderr}"
+    );
+    assert_eq!(lines.get(1).copied(), Some("0"), "{stdout} {stderr}");
+    let mut config = userns_container(&harness, &pod_cfg, "user", "exec /bin/sleep 1000");
+    if let Some(context) = config
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        context.run_as_user = Some(cri_api::v1::Int64Value { value: 1000 });
+    }
+    let user = harness.create_ok(&pod, &pod_cfg, config).await;
+    harness.start_container(&user).await;
+    harness
+        .wait_state(&user, ContainerState::ContainerRunning)
+        .await;
+    let (stdout, stderr) = exec_ok(
+        &harness,
+        &user,
+        "/bin/busybox id -u; cat /proc/self/uid_map; /bin/busybox grep CapEff /proc/self/status",
+    )
+    .await;
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec!["1000"],
+            vec!["0", &HOST_ID.to_string(), &LENGTH.to_string()],
+            vec!["CapEff:", "0000000000000000"],
+        ],
+        "{stdout} {stderr}"
+    );
+
     harness.remove_pod(&pod).await;
     let left = mounts_under(top);
     assert!(left.is_empty(), "mounts left behind: {left:?}");
+}
+
+/// ExecSync of `script` in container `id`: its stdout and stderr; exit 0.
+async fn exec_ok(harness: &Harness, id: &str, script: &str) -> (String, String) {
+    let exec = harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap_or_else(|status| panic!("ExecSync {script:?}: {status:?}"))
+        .into_inner();
+    let out = (
+        String::from_utf8_lossy(&exec.stdout).into_owned(),
+        String::from_utf8_lossy(&exec.stderr).into_owned(),
+    );
+    assert_eq!(exec.exit_code, 0, "{script:?}: {out:?}");
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]

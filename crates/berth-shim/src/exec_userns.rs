@@ -1,0 +1,135 @@
+//! Exec'd processes of a container that joined a user namespace (a pod
+//! with `hostUsers: false`). libcontainer's tenant builder joins only the
+//! init's ipc, uts, net, pid, mnt, cgroup and time namespaces, never its
+//! user namespace: an exec'd process would run as host root. So the shim
+//! has libcontainer set it up as host root (root of the parent namespace,
+//! which may enter the pod's) and, just before the exec, the process joins
+//! the user namespace itself and only then takes the user and capabilities
+//! it was asked for, as runc's `nsexec` would.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
+
+use libcontainer::oci_spec::runtime::{LinuxCapabilities, Process, User};
+use libcontainer::workload::ExecutorError;
+use nix::unistd::{Gid, Uid};
+
+/// What the process does in the namespace, once it has joined it.
+#[derive(Debug, Clone)]
+pub struct JoinUserns {
+    /// The namespace, open in the shim and inherited (close-on-exec).
+    fd: RawFd,
+    user: User,
+    capabilities: Option<LinuxCapabilities>,
+}
+
+/// An exec'd process prepared for a container in a user namespace.
+pub struct Prepared {
+    /// What libcontainer sets up: the process as host root.
+    pub process: Process,
+    /// What the process does before its exec.
+    pub join: JoinUserns,
+    /// The namespace's file: open until libcontainer has forked.
+    pub userns: File,
+}
+
+/// Prepares `process` (its user and capabilities those inside the
+/// namespace) for the user namespace pinned at `userns`.
+pub fn prepare(process: &Process, userns: &Path) -> std::io::Result<Prepared> {
+    let file = File::open(userns)?;
+    let join = JoinUserns {
+        fd: file.as_raw_fd(),
+        user: process.user().clone(),
+        capabilities: process.capabilities().clone(),
+    };
+    Ok(Prepared {
+        process: as_host_root(process),
+        join,
+        userns: file,
+    })
+}
+
+/// `process` run by host root until it joins the namespace: only the
+/// namespace's owner (host root made it) may enter it without holding
+/// CAP_SYS_ADMIN there.
+fn as_host_root(process: &Process) -> Process {
+    let mut root = process.clone();
+    let mut user = process.user().clone();
+    user.set_uid(0);
+    user.set_gid(0);
+    user.set_additional_gids(None);
+    user.set_umask(process.user().umask());
+    root.set_user(user);
+    root
+}
+
+fn failed(step: &str, err: impl std::fmt::Display) -> ExecutorError {
+    ExecutorError::Other(format!(
+        "joining the container's user namespace: {step}: {err}"
+    ))
+}
+
+/// Joins the namespace, then becomes the asked-for user with the
+/// asked-for capabilities. Entering a user namespace grants every
+/// capability in it and resets the bounding set, so the capabilities are
+/// dropped again after the ids change.
+pub fn join(join: &JoinUserns) -> Result<(), ExecutorError> {
+    // SAFETY: setns takes an fd this process holds open (inherited from
+    // the shim, closed only by the exec).
+    let joined = unsafe { nix::libc::setns(join.fd, nix::libc::CLONE_NEWUSER) };
+    nix::errno::Errno::result(joined).map_err(|err| failed("setns", err))?;
+    let groups: Vec<Gid> = join
+        .user
+        .additional_gids()
+        .iter()
+        .flatten()
+        .map(|gid| Gid::from_raw(*gid))
+        .collect();
+    nix::unistd::setgroups(&groups).map_err(|err| failed("setgroups", err))?;
+    // Keep the permitted set across the uid change (to a non-root user)
+    // so that the drop below sets exactly the asked-for capabilities.
+    nix::sys::prctl::set_keepcaps(true).map_err(|err| failed("keepcaps", err))?;
+    let gid = Gid::from_raw(join.user.gid());
+    let uid = Uid::from_raw(join.user.uid());
+    nix::unistd::setresgid(gid, gid, gid).map_err(|err| failed("setresgid", err))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(|err| failed("setresuid", err))?;
+    nix::sys::prctl::set_keepcaps(false).map_err(|err| failed("keepcaps", err))?;
+    let syscall = libcontainer::syscall::syscall::create_syscall();
+    let none = LinuxCapabilities::default();
+    let wanted = join.capabilities.as_ref().unwrap_or(&none);
+    libcontainer::capabilities::drop_privileges(wanted, syscall.as_ref())
+        .map_err(|err| failed("capabilities", err))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libcontainer_sets_up_host_root_the_join_keeps_the_user() {
+        let process: Process = serde_json::from_value(serde_json::json!({
+            "args": ["sh"],
+            "cwd": "/",
+            "user": {"uid": 1000, "gid": 100, "additionalGids": [10, 20], "umask": 18},
+            "capabilities": {"bounding": ["CAP_CHOWN"], "effective": ["CAP_CHOWN"]}
+        }))
+        .expect("process");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ns = dir.path().join("user");
+        std::fs::write(&ns, b"").expect("stand-in");
+        let prepared = prepare(&process, &ns).expect("prepare");
+        let user = prepared.process.user();
+        assert_eq!((user.uid(), user.gid()), (0, 0));
+        assert_eq!(user.additional_gids(), &None);
+        assert_eq!(user.umask(), Some(18));
+        assert_eq!(
+            prepared.process.capabilities(),
+            process.capabilities(),
+            "libcontainer drops to them first; the join drops again"
+        );
+        assert_eq!(prepared.join.user, *process.user());
+        assert_eq!(prepared.join.fd, prepared.userns.as_raw_fd());
+    }
+}
