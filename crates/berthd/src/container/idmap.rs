@@ -22,7 +22,8 @@ pub enum IdmapError {
         source: std::io::Error,
     },
     /// The kernel refused a step; `mount_setattr` failing with EINVAL
-    /// means a filesystem of the tree cannot be idmapped.
+    /// means a filesystem of the tree cannot be idmapped, with EPERM that
+    /// a mount in it is idmapped already.
     #[error("{step} {path}: {source}")]
     Syscall {
         step: &'static str,
@@ -41,6 +42,12 @@ impl IdmapError {
                 source: nix::Error::EINVAL,
                 ..
             } => " (its filesystem does not support idmapped mounts on this kernel)",
+            // berth's own views, say, below a hostPath of /run.
+            IdmapError::Syscall {
+                step: "mount_setattr",
+                source: nix::Error::EPERM,
+                ..
+            } => " (a mount in it is idmapped already)",
             _ => "",
         }
     }
