@@ -373,6 +373,33 @@ mod tests {
         assert!(!target.join("data").exists(), "unmounted");
     }
 
+    /// A view a crash left mid-mount is the image's layer itself: the
+    /// unmount detaches it, and the layer keeps its files.
+    #[test]
+    fn a_real_leftover_layer_view_is_unmounted_with_the_rootfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let layer = dir.path().join("layer-content");
+        std::fs::create_dir_all(&layer).unwrap();
+        std::fs::write(layer.join("a"), "layer").unwrap();
+        let paths = RootfsPaths::new(&dir.path().join("layer"), &dir.path().join("bundle"));
+        let view = paths.layer_views.join("0");
+        std::fs::create_dir_all(&view).unwrap();
+        mount(
+            Some(&layer),
+            &view,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .unwrap();
+        let seen = std::fs::read_to_string(view.join("a"));
+        unmount_rootfs(&paths).unwrap();
+        assert_eq!(seen.unwrap(), "layer");
+        assert!(!view.join("a").exists(), "unmounted");
+        std::fs::remove_dir_all(dir.path().join("layer")).unwrap();
+        assert_eq!(std::fs::read_to_string(layer.join("a")).unwrap(), "layer");
+    }
+
     #[test]
     fn a_real_overlay_shows_upper_over_lower() {
         let dir = tempfile::tempdir().unwrap();
