@@ -271,7 +271,8 @@ async fn container_root_is_an_unprivileged_host_uid() {
     let (stdout, stderr) = exec_ok(
         &harness,
         &user,
-        "/bin/busybox id -u; cat /proc/self/uid_map; /bin/busybox grep CapEff /proc/self/status",
+        "/bin/busybox id -u; cat /proc/self/uid_map; /bin/busybox grep CapEff /proc/self/status; \
+         echo home=$HOME",
     )
     .await;
     let lines: Vec<Vec<&str>> = stdout
@@ -284,6 +285,8 @@ async fn container_root_is_an_unprivileged_host_uid() {
             vec!["1000"],
             vec!["0", &HOST_ID.to_string(), &LENGTH.to_string()],
             vec!["CapEff:", "0000000000000000"],
+            // No passwd entry for 1000: no HOME, never root's.
+            vec!["home="],
         ],
         "{stdout} {stderr}"
     );

@@ -7,6 +7,7 @@
 //! the user namespace itself and only then takes the user and capabilities
 //! it was asked for, as runc's `nsexec` would.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
@@ -22,6 +23,9 @@ pub struct JoinUserns {
     fd: RawFd,
     user: User,
     capabilities: Option<LinuxCapabilities>,
+    /// The process's env sets no HOME: libcontainer looks one up, for the
+    /// uid it set up (root's).
+    home_looked_up: bool,
 }
 
 /// An exec'd process prepared for a container in a user namespace.
@@ -42,6 +46,11 @@ pub fn prepare(process: &Process, userns: &Path) -> std::io::Result<Prepared> {
         fd: file.as_raw_fd(),
         user: process.user().clone(),
         capabilities: process.capabilities().clone(),
+        home_looked_up: !process.env().iter().flatten().any(|entry| {
+            entry
+                .strip_prefix("HOME=")
+                .is_some_and(|home| !home.is_empty())
+        }),
     };
     Ok(Prepared {
         process: as_host_root(process),
@@ -62,6 +71,22 @@ fn as_host_root(process: &Process) -> Process {
     user.set_umask(process.user().umask());
     root.set_user(user);
     root
+}
+
+impl JoinUserns {
+    /// The user's own HOME where libcontainer looked up root's (it reads
+    /// the container's passwd, as this does: both run after the pivot).
+    pub fn fix_home(&self, envs: &mut HashMap<String, String>) {
+        if !self.home_looked_up || self.user.uid() == 0 {
+            return;
+        }
+        let home = libcontainer::utils::get_user_home(self.user.uid())
+            .and_then(|home| home.to_str().map(str::to_string));
+        match home {
+            Some(home) => envs.insert("HOME".to_string(), home),
+            None => envs.remove("HOME"),
+        };
+    }
 }
 
 fn failed(step: &str, err: impl std::fmt::Display) -> ExecutorError {
@@ -131,5 +156,21 @@ mod tests {
         );
         assert_eq!(prepared.join.user, *process.user());
         assert_eq!(prepared.join.fd, prepared.userns.as_raw_fd());
+
+        // No HOME in the env: the one libcontainer found for root goes
+        // (uid 1000 is in no passwd of this test's root).
+        let mut envs = HashMap::from([("HOME".to_string(), "/root".to_string())]);
+        prepared.join.fix_home(&mut envs);
+        assert!(
+            !envs.contains_key("HOME") || envs["HOME"] != "/root",
+            "{envs:?}"
+        );
+        // The env's own HOME stays.
+        let mut own = process.clone();
+        own.set_env(Some(vec!["HOME=/work".into()]));
+        let prepared = prepare(&own, &ns).expect("prepare");
+        let mut envs = HashMap::from([("HOME".to_string(), "/work".to_string())]);
+        prepared.join.fix_home(&mut envs);
+        assert_eq!(envs["HOME"], "/work");
     }
 }

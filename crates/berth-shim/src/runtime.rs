@@ -65,6 +65,10 @@ impl Executor for CleanExecutor {
     }
 
     fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        let mut envs = envs;
+        if let Some(join) = &self.userns {
+            join.fix_home(&mut envs);
+        }
         let exact = exact_values(&envs, &self.raw_env);
         DefaultExecutor {}.setup_envs(envs)?;
         for (key, value) in exact {
