@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxSeccomp, Process, Spec};
 
+use crate::exec_userns::ContainerUserns;
+
 #[derive(Debug, thiserror::Error)]
 #[error("cannot load {path}: {source}")]
 pub struct BundleError {
@@ -32,7 +34,7 @@ pub struct BundleInfo {
     pub raw_env: Vec<(OsString, OsString)>,
     /// The user namespace the container joins (its pod's), which exec'd
     /// processes must join too.
-    pub user_namespace: Option<PathBuf>,
+    pub user_namespace: Option<ContainerUserns>,
 }
 
 impl BundleInfo {
@@ -64,11 +66,19 @@ impl BundleInfo {
             })
             .unwrap_or(false);
         let process = spec.process().clone().unwrap_or_default();
-        let user_namespace = linux.and_then(|l| l.namespaces().as_ref()).and_then(|nss| {
-            nss.iter()
-                .find(|ns| ns.typ() == LinuxNamespaceType::User)
-                .and_then(|ns| ns.path().clone())
-        });
+        let user_namespace = linux
+            .and_then(|l| l.namespaces().as_ref())
+            .and_then(|nss| {
+                nss.iter()
+                    .find(|ns| ns.typ() == LinuxNamespaceType::User)
+                    .and_then(|ns| ns.path().clone())
+            })
+            .map(|path| ContainerUserns {
+                path,
+                uid_mappings: linux
+                    .and_then(|l| l.uid_mappings().clone())
+                    .unwrap_or_default(),
+            });
         Self {
             cgroups_path: linux.and_then(|l| l.cgroups_path().clone()),
             own_pid_namespace,
@@ -122,12 +132,15 @@ mod tests {
               "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
               "root": {"path": "rootfs"},
               "linux": {"namespaces": [{"type": "user", "path": "/run/berth/ns/p1/user"},
-                                       {"type": "mount"}]}
+                                       {"type": "mount"}],
+                        "uidMappings": [{"containerID": 0, "hostID": 65536, "size": 65536}]}
             }"#,
         );
+        let userns = BundleInfo::from_spec(&s).user_namespace.expect("joined");
+        assert_eq!(userns.path, PathBuf::from("/run/berth/ns/p1/user"));
         assert_eq!(
-            BundleInfo::from_spec(&s).user_namespace,
-            Some(PathBuf::from("/run/berth/ns/p1/user"))
+            crate::exec_userns::host_id(&userns.uid_mappings, 0),
+            Some(65536)
         );
     }
 

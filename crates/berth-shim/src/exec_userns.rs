@@ -10,11 +10,29 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
-use std::path::Path;
+use std::path::PathBuf;
 
-use libcontainer::oci_spec::runtime::{LinuxCapabilities, Process, User};
+use libcontainer::oci_spec::runtime::{LinuxCapabilities, LinuxIdMapping, Process, User};
 use libcontainer::workload::ExecutorError;
 use nix::unistd::{Gid, Uid};
+
+/// The user namespace a container joined, as its exec'd processes need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerUserns {
+    /// Where it is pinned.
+    pub path: PathBuf,
+    /// Its uid mappings (the spec's, there for information).
+    pub uid_mappings: Vec<LinuxIdMapping>,
+}
+
+/// The host id of `id` inside a namespace with `mappings`; None when no
+/// mapping holds it.
+pub fn host_id(mappings: &[LinuxIdMapping], id: u32) -> Option<u32> {
+    mappings.iter().find_map(|mapping| {
+        let offset = id.checked_sub(mapping.container_id())?;
+        (offset < mapping.size()).then(|| mapping.host_id().checked_add(offset))?
+    })
+}
 
 /// What the process does in the namespace, once it has joined it.
 #[derive(Debug, Clone)]
@@ -26,6 +44,10 @@ pub struct JoinUserns {
     /// The process's env sets no HOME: libcontainer looks one up, for the
     /// uid it set up (root's).
     home_looked_up: bool,
+    /// With a terminal: the host uid its pty is given. libcontainer makes
+    /// the pty before the process enters the namespace, as host root,
+    /// whose files show as `nobody` inside.
+    tty_owner: Option<u32>,
 }
 
 /// An exec'd process prepared for a container in a user namespace.
@@ -39,9 +61,9 @@ pub struct Prepared {
 }
 
 /// Prepares `process` (its user and capabilities those inside the
-/// namespace) for the user namespace pinned at `userns`.
-pub fn prepare(process: &Process, userns: &Path) -> std::io::Result<Prepared> {
-    let file = File::open(userns)?;
+/// namespace) for the container's user namespace.
+pub fn prepare(process: &Process, userns: &ContainerUserns) -> std::io::Result<Prepared> {
+    let file = File::open(&userns.path)?;
     let join = JoinUserns {
         fd: file.as_raw_fd(),
         user: process.user().clone(),
@@ -51,6 +73,11 @@ pub fn prepare(process: &Process, userns: &Path) -> std::io::Result<Prepared> {
                 .strip_prefix("HOME=")
                 .is_some_and(|home| !home.is_empty())
         }),
+        tty_owner: process
+            .terminal()
+            .unwrap_or(false)
+            .then(|| host_id(&userns.uid_mappings, process.user().uid()))
+            .flatten(),
     };
     Ok(Prepared {
         process: as_host_root(process),
@@ -100,6 +127,14 @@ fn failed(step: &str, err: impl std::fmt::Display) -> ExecutorError {
 /// capability in it and resets the bounding set, so the capabilities are
 /// dropped again after the ids change.
 pub fn join(join: &JoinUserns) -> Result<(), ExecutorError> {
+    // Still host root: the pty's owner can be changed to any host uid.
+    if let Some(owner) = join.tty_owner {
+        let stdin = std::io::stdin();
+        if nix::unistd::isatty(&stdin).unwrap_or(false) {
+            nix::unistd::fchown(&stdin, Some(Uid::from_raw(owner)), None)
+                .map_err(|err| failed("giving the terminal to its user", err))?;
+        }
+    }
     // SAFETY: setns takes an fd this process holds open (inherited from
     // the shim, closed only by the exec).
     let joined = unsafe { nix::libc::setns(join.fd, nix::libc::CLONE_NEWUSER) };
@@ -132,6 +167,52 @@ pub fn join(join: &JoinUserns) -> Result<(), ExecutorError> {
 mod tests {
     use super::*;
 
+    fn mapping(container_id: u32, host_id: u32, size: u32) -> LinuxIdMapping {
+        serde_json::from_value(serde_json::json!({
+            "containerID": container_id, "hostID": host_id, "size": size
+        }))
+        .expect("mapping")
+    }
+
+    /// A stand-in for the pinned namespace, with kubelet's mapping.
+    fn userns(dir: &std::path::Path) -> ContainerUserns {
+        let path = dir.join("user");
+        std::fs::write(&path, b"").expect("stand-in");
+        ContainerUserns {
+            path,
+            uid_mappings: vec![mapping(0, 65536, 65536)],
+        }
+    }
+
+    #[test]
+    fn host_ids_follow_the_mappings() {
+        let mappings = [mapping(0, 65536, 1000), mapping(1000, 200_000, 10)];
+        assert_eq!(host_id(&mappings, 0), Some(65536));
+        assert_eq!(host_id(&mappings, 999), Some(66535));
+        assert_eq!(host_id(&mappings, 1005), Some(200_005));
+        assert_eq!(host_id(&mappings, 1010), None);
+        assert_eq!(host_id(&[mapping(0, u32::MAX, 2)], 1), None, "overflow");
+    }
+
+    #[test]
+    fn a_terminal_goes_to_the_users_host_uid() {
+        let mut process: Process = serde_json::from_value(serde_json::json!({
+            "args": ["sh"], "cwd": "/", "terminal": true, "user": {"uid": 7, "gid": 7}
+        }))
+        .expect("process");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ns = userns(dir.path());
+        assert_eq!(
+            prepare(&process, &ns).expect("prepare").join.tty_owner,
+            Some(65543)
+        );
+        process.set_terminal(Some(false));
+        assert_eq!(
+            prepare(&process, &ns).expect("prepare").join.tty_owner,
+            None
+        );
+    }
+
     #[test]
     fn libcontainer_sets_up_host_root_the_join_keeps_the_user() {
         let process: Process = serde_json::from_value(serde_json::json!({
@@ -142,8 +223,7 @@ mod tests {
         }))
         .expect("process");
         let dir = tempfile::tempdir().expect("tempdir");
-        let ns = dir.path().join("user");
-        std::fs::write(&ns, b"").expect("stand-in");
+        let ns = userns(dir.path());
         let prepared = prepare(&process, &ns).expect("prepare");
         let user = prepared.process.user();
         assert_eq!((user.uid(), user.gid()), (0, 0));

@@ -237,8 +237,9 @@ impl ContainerRef {
         // it itself (see exec_userns); the namespace's file stays open
         // until libcontainer has forked the process.
         let prepared = match &process.user_namespace {
-            Some(path) => Some(
-                exec_userns::prepare(&process.process, path).map_err(LibcontainerError::OtherIO)?,
+            Some(userns) => Some(
+                exec_userns::prepare(&process.process, userns)
+                    .map_err(LibcontainerError::OtherIO)?,
             ),
             None => None,
         };
@@ -306,7 +307,7 @@ pub struct ExecProcess {
     /// The container's env values that are not UTF-8, inherited too.
     pub raw_env: Vec<(OsString, OsString)>,
     /// The user namespace the container joined, which the process joins.
-    pub user_namespace: Option<PathBuf>,
+    pub user_namespace: Option<exec_userns::ContainerUserns>,
     /// Where the process.json is written for the duration of the call.
     pub json_path: PathBuf,
 }

@@ -56,14 +56,16 @@ scn_host_users() {
   # On the host, the container's process runs as the mapped root.
   pid="$(pgrep -x -U "${map[1]}" sleep || true)"
   [[ -n "$pid" ]] || fail "no sleep runs as host uid ${map[1]}"
-  # With a terminal too (libcontainer makes it before the process joins
-  # the user namespace).
+  # With a terminal too, which belongs to root inside (libcontainer makes
+  # it before the process joins the user namespace).
   local out status=0
-  out="$(in_pty 60 'cat /proc/self/uid_map; exit 3\n' "${KUBECTL[@]}" exec -it hostusers -c app -- sh)" ||
-    status=$?
+  # shellcheck disable=SC2016 # typed into the container's shell
+  out="$(in_pty 60 'cat /proc/self/uid_map; stat -c pty-%u $(tty); exit 3\n' \
+    "${KUBECTL[@]}" exec -it hostusers -c app -- sh)" || status=$?
   ((status == 3)) || fail "tty exec: exit status $status, want 3: $(tail -c 300 <<<"$out" | tr '\n' '|')"
   grep -Eq "^ *0 +${map[1]} +65536" <<<"$out" ||
     fail "a tty exec is not in the pod's user namespace: $(tail -c 300 <<<"$out" | tr '\n' '|')"
+  grep -q '^pty-0' <<<"$out" || fail "the tty exec's terminal is not root's: $(tail -c 300 <<<"$out" | tr '\n' '|')"
 
   token="$(kubectl exec hostusers -c app -- cat "$SA_DIR/token" 2>&1)" ||
     fail "the service-account token is not readable: $token"
