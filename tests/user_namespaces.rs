@@ -1,7 +1,9 @@
 //! Pods with their own user namespace (`hostUsers: false`, userns mode
 //! POD): container root is an unprivileged host uid, the image's files
 //! still belong to root inside, what the container writes belongs to the
-//! mapped uid on the host, and the pod's files work from inside.
+//! mapped uid on the host, and the pod's files work from inside. Volumes
+//! are idmapped: host root's files in them belong to root inside, and
+//! what root inside writes there belongs to host root.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -10,8 +12,9 @@ use std::time::{Duration, Instant};
 use berth_tests::host::mounts_under;
 use berth_tests::pods::{container_config, pod_config, Harness};
 use cri_api::v1::{
-    ContainerState, ContainerStatusRequest, IdMapping, NamespaceMode, PodSandboxConfig,
-    RunPodSandboxRequest, StatusRequest, UserNamespace,
+    ContainerConfig, ContainerState, ContainerStatusRequest, ExecSyncRequest, IdMapping, Mount,
+    NamespaceMode, PodSandboxConfig, RemoveContainerRequest, RunPodSandboxRequest, StatusRequest,
+    StopContainerRequest, UserNamespace,
 };
 
 /// Where container ids 0..65536 land on the host: far from any real user.
@@ -51,6 +54,37 @@ fn userns_pod(harness: &Harness, name: &str, userns: UserNamespace) -> PodSandbo
         options.userns_options = Some(userns);
     }
     config
+}
+
+/// A container of `pod_cfg` running `script`, in the pod's namespaces.
+fn userns_container(
+    harness: &Harness,
+    pod_cfg: &PodSandboxConfig,
+    name: &str,
+    script: &str,
+) -> ContainerConfig {
+    let mut config = container_config(name, &harness.image, &["/bin/sh", "-c", script]);
+    config.linux = Some(cri_api::v1::LinuxContainerConfig {
+        security_context: Some(cri_api::v1::LinuxContainerSecurityContext {
+            namespace_options: pod_cfg
+                .linux
+                .as_ref()
+                .and_then(|linux| linux.security_context.as_ref())
+                .and_then(|context| context.namespace_options.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    config
+}
+
+/// The idmapped bind views mounted under `top` (one berthd's dirs: tests
+/// run side by side).
+fn idmapped_views(top: &Path) -> Vec<std::path::PathBuf> {
+    mounts_under(top)
+        .into_iter()
+        .filter(|mount| mount.to_string_lossy().contains("/idmapped/"))
+        .collect()
 }
 
 async fn run_pod(harness: &Harness, config: &PodSandboxConfig) -> Result<String, tonic::Status> {
@@ -133,18 +167,7 @@ async fn container_root_is_an_unprivileged_host_uid() {
         cat /etc/hostname; \
         echo shm > /dev/shm/probe && echo shm-ok; \
         echo ready; exec /bin/sleep 1000";
-    let mut config = container_config("app", &harness.image, &["/bin/sh", "-c", script]);
-    config.linux = Some(cri_api::v1::LinuxContainerConfig {
-        security_context: Some(cri_api::v1::LinuxContainerSecurityContext {
-            namespace_options: pod_cfg
-                .linux
-                .as_ref()
-                .and_then(|linux| linux.security_context.as_ref())
-                .and_then(|context| context.namespace_options.clone()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    let config = userns_container(&harness, &pod_cfg, "app", script);
     let id = harness.create_ok(&pod, &pod_cfg, config).await;
     harness.start_container(&id).await;
     harness
@@ -200,9 +223,98 @@ async fn container_root_is_an_unprivileged_host_uid() {
     let meta = std::fs::metadata(&created).expect("the container's file in its upper dir");
     assert_eq!((meta.uid(), meta.gid()), (HOST_ID, HOST_ID));
 
+    // An exec'd process joins the pod's user namespace too: root inside,
+    // an unprivileged uid outside. A container's non-root user is that
+    // user inside, without capabilities.
+    let (stdout, stderr) = exec_ok(
+        &harness,
+        &id,
+        "cat /proc/self/uid_map; /bin/busybox id -u; \
+         /bin/busybox grep -E '^Cap(Eff|Bnd)' /proc/self/status",
+    )
+    .await;
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Its capabilities are the container's, not all those entering the
+    // namespace grants.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("init status");
+    let init_caps: Vec<&str> = status
+        .lines()
+        .filter(|line| line.starts_with("CapEff") || line.starts_with("CapBnd"))
+        .collect();
+    let exec_caps: Vec<&str> = lines.iter().skip(2).copied().collect();
+    assert_eq!(exec_caps, init_caps, "{stdout} {stderr}");
+    let map: Vec<&str> = lines
+        .first()
+        .copied()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        map,
+        ["0", &HOST_ID.to_string(), &LENGTH.to_string()],
+        "{stdout} {stderr}"
+    );
+    assert_eq!(lines.get(1).copied(), Some("0"), "{stdout} {stderr}");
+    let mut config = userns_container(&harness, &pod_cfg, "user", "exec /bin/sleep 1000");
+    if let Some(context) = config
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        context.run_as_user = Some(cri_api::v1::Int64Value { value: 1000 });
+    }
+    let user = harness.create_ok(&pod, &pod_cfg, config).await;
+    harness.start_container(&user).await;
+    harness
+        .wait_state(&user, ContainerState::ContainerRunning)
+        .await;
+    let (stdout, stderr) = exec_ok(
+        &harness,
+        &user,
+        "/bin/busybox id -u; cat /proc/self/uid_map; /bin/busybox grep CapEff /proc/self/status; \
+         echo home=$HOME",
+    )
+    .await;
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec!["1000"],
+            vec!["0", &HOST_ID.to_string(), &LENGTH.to_string()],
+            vec!["CapEff:", "0000000000000000"],
+            // No passwd entry for 1000: no HOME, never root's.
+            vec!["home="],
+        ],
+        "{stdout} {stderr}"
+    );
+
     harness.remove_pod(&pod).await;
     let left = mounts_under(top);
     assert!(left.is_empty(), "mounts left behind: {left:?}");
+}
+
+/// ExecSync of `script` in container `id`: its stdout and stderr; exit 0.
+async fn exec_ok(harness: &Harness, id: &str, script: &str) -> (String, String) {
+    let exec = harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            timeout: 10,
+        })
+        .await
+        .unwrap_or_else(|status| panic!("ExecSync {script:?}: {status:?}"))
+        .into_inner();
+    let out = (
+        String::from_utf8_lossy(&exec.stdout).into_owned(),
+        String::from_utf8_lossy(&exec.stderr).into_owned(),
+    );
+    assert_eq!(exec.exit_code, 0, "{script:?}: {out:?}");
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -272,4 +384,165 @@ async fn unsupported_user_namespace_requests_are_invalid_arguments() {
         status.message().contains("namespace_options.network"),
         "{status:?}"
     );
+}
+
+/// A volume as kubelet makes them: root's, closed to others (0750), in a
+/// dir closed to others too. Its files: root's (0640), a host user's
+/// inside the mapping's length, and one's past it.
+fn root_only_volume(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::chown;
+    let volume = dir.join("pods/uid/volumes/data");
+    std::fs::create_dir_all(&volume).expect("volume");
+    for path in [dir.join("pods"), volume.clone()] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+    }
+    for (name, owner, mode) in [
+        ("secret", 0, 0o640),
+        ("user", 1000, 0o600),
+        ("far", 70_000, 0o600),
+    ] {
+        let path = volume.join(name);
+        std::fs::write(&path, format!("{name}-content\n")).expect("file");
+        chown(&path, Some(owner), Some(owner)).expect("chown");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    volume
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn volumes_are_idmapped_into_the_pods_user_namespace() {
+    let harness = Harness::start().await;
+    let top = harness.berthd.sandbox.dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let host = tempfile::tempdir().expect("volume dir");
+    let volume = root_only_volume(host.path());
+
+    let pod_cfg = userns_pod(
+        &harness,
+        "uvol",
+        userns(NamespaceMode::Pod, kubelet_mapping()),
+    );
+    let pod = run_pod(&harness, &pod_cfg).await.expect("RunPodSandbox");
+    let script = "cat /data/secret; \
+        /bin/busybox stat -c 'dir %u:%g %a' /data; \
+        /bin/busybox stat -c 'secret %u:%g %a' /data/secret; \
+        /bin/busybox stat -c 'user %u:%g' /data/user; \
+        /bin/busybox stat -c 'far %u:%g' /data/far; \
+        echo made > /data/made && echo made-ok; \
+        /bin/busybox stat -c 'hosts %u:%g' /etc/hosts; \
+        echo ready; exec /bin/sleep 1000";
+    let mut config = userns_container(&harness, &pod_cfg, "app", script);
+    // With the pod's mappings on the mount, as kubelet sends it.
+    config.mounts.push(Mount {
+        container_path: "/data".into(),
+        host_path: volume.display().to_string(),
+        uid_mappings: kubelet_mapping(),
+        gid_mappings: kubelet_mapping(),
+        ..Default::default()
+    });
+    let id = harness.create_ok(&pod, &pod_cfg, config).await;
+    harness.start_container(&id).await;
+    let log = Path::new(&pod_cfg.log_directory).join("app.log");
+    let lines = wait_for_line(&log, "ready").await;
+
+    // Inside: host root's files are root's and readable through the 0750
+    // dir; a host user's keep their id; ids past the mapping are nobody's.
+    for wanted in [
+        "secret-content",
+        "dir 0:0 750",
+        "secret 0:0 640",
+        "user 1000:1000",
+        "far 65534:65534",
+        "made-ok",
+        "hosts 0:0",
+    ] {
+        assert!(
+            lines.iter().any(|line| line == wanted),
+            "{wanted:?} missing: {lines:?}"
+        );
+    }
+    // Outside: what container root wrote belongs to host root.
+    let made = std::fs::metadata(volume.join("made")).expect("the container's file");
+    assert_eq!((made.uid(), made.gid()), (0, 0));
+    assert!(!idmapped_views(top).is_empty(), "the views are mounted");
+
+    let mut client = harness.client().await;
+    client
+        .stop_container(StopContainerRequest {
+            container_id: id.clone(),
+            timeout: 0,
+        })
+        .await
+        .expect("StopContainer");
+    client
+        .remove_container(RemoveContainerRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .expect("RemoveContainer");
+    let left = idmapped_views(top);
+    assert!(
+        left.is_empty(),
+        "views left after RemoveContainer: {left:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(volume.join("secret")).expect("the volume survives"),
+        "secret-content\n"
+    );
+    harness.remove_pod(&pod).await;
+    let left = mounts_under(top);
+    assert!(left.is_empty(), "mounts left behind: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_volume_that_cannot_be_idmapped_fails_the_create_naming_it() {
+    let harness = Harness::start().await;
+    let top = harness.berthd.sandbox.dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    // ramfs has no idmapped mounts on any kernel.
+    let host = tempfile::tempdir().expect("volume dir");
+    let ramfs = host.path().join("ramfs");
+    std::fs::create_dir(&ramfs).expect("mount point");
+    nix::mount::mount(
+        Some("ramfs"),
+        &ramfs,
+        Some("ramfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .expect("mount ramfs");
+
+    let pod_cfg = userns_pod(
+        &harness,
+        "uvol-ramfs",
+        userns(NamespaceMode::Pod, kubelet_mapping()),
+    );
+    let pod = run_pod(&harness, &pod_cfg).await.expect("RunPodSandbox");
+    let mut config = userns_container(&harness, &pod_cfg, "app", "exec /bin/sleep 1000");
+    config.mounts.push(Mount {
+        container_path: "/ram".into(),
+        host_path: ramfs.display().to_string(),
+        ..Default::default()
+    });
+    let result = harness.create(&pod, &pod_cfg, config).await;
+    let views = idmapped_views(top);
+    harness.remove_pod(&pod).await;
+    let left = mounts_under(top);
+    nix::mount::umount2(&ramfs, nix::mount::MntFlags::MNT_DETACH).expect("umount ramfs");
+
+    let status = result.expect_err("a ramfs volume cannot be idmapped");
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    let message = status.message();
+    for wanted in [
+        "\"/ram\"".to_string(),
+        format!("{:?}", ramfs.display().to_string()),
+        "EINVAL".to_string(),
+    ] {
+        assert!(message.contains(&wanted), "{wanted} not in {message:?}");
+    }
+    assert!(
+        views.is_empty(),
+        "views left by the failed create: {views:?}"
+    );
+    assert!(left.is_empty(), "mounts left behind: {left:?}");
 }

@@ -90,6 +90,10 @@ host_check_clean
 
 K8S_BIN="$(nice -n 10 bash "$repo/scripts/k8s/install.sh")"
 WORK="$(mktemp -d /tmp/berth-k8s-e2e.XXXXXX)"
+# Searchable by others (not listable): libcontainer opens the rootfs of a
+# hostUsers: false pod's container from inside its user namespace, through
+# berthd's state dir below. The keys stay closed (make_credentials).
+chmod 0711 "$WORK"
 mkdir -p "$WORK/logs"
 host_snapshot "$WORK"
 

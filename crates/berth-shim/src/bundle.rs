@@ -1,12 +1,14 @@
 //! What the shim itself needs from the bundle's `config.json` (libcontainer
 //! reads the rest): the cgroup to watch for OOM kills, whether the container
-//! has its own PID namespace, and the process and seccomp profile exec
-//! inherits.
+//! has its own PID namespace, and the process, seccomp profile and user
+//! namespace exec inherits.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, LinuxSeccomp, Process, Spec};
+
+use crate::exec_userns::ContainerUserns;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot load {path}: {source}")]
@@ -30,6 +32,9 @@ pub struct BundleInfo {
     pub seccomp: Option<LinuxSeccomp>,
     /// Env values that are not UTF-8, exact (`<bundle>/raw-env`).
     pub raw_env: Vec<(OsString, OsString)>,
+    /// The user namespace the container joins (its pod's), which exec'd
+    /// processes must join too.
+    pub user_namespace: Option<ContainerUserns>,
 }
 
 impl BundleInfo {
@@ -61,6 +66,19 @@ impl BundleInfo {
             })
             .unwrap_or(false);
         let process = spec.process().clone().unwrap_or_default();
+        let user_namespace = linux
+            .and_then(|l| l.namespaces().as_ref())
+            .and_then(|nss| {
+                nss.iter()
+                    .find(|ns| ns.typ() == LinuxNamespaceType::User)
+                    .and_then(|ns| ns.path().clone())
+            })
+            .map(|path| ContainerUserns {
+                path,
+                uid_mappings: linux
+                    .and_then(|l| l.uid_mappings().clone())
+                    .unwrap_or_default(),
+            });
         Self {
             cgroups_path: linux.and_then(|l| l.cgroups_path().clone()),
             own_pid_namespace,
@@ -68,6 +86,7 @@ impl BundleInfo {
             process,
             seccomp: linux.and_then(|l| l.seccomp().clone()),
             raw_env: Vec::new(),
+            user_namespace,
         }
     }
 }
@@ -102,6 +121,27 @@ mod tests {
         // absent stays absent (oci-spec's Default would say true)
         assert_eq!(info.process.no_new_privileges(), None);
         assert!(info.seccomp.is_some());
+        assert_eq!(info.user_namespace, None);
+    }
+
+    #[test]
+    fn a_joined_user_namespace_is_what_exec_joins() {
+        let s = spec(
+            r#"{
+              "ociVersion": "1.0.2",
+              "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
+              "root": {"path": "rootfs"},
+              "linux": {"namespaces": [{"type": "user", "path": "/run/berth/ns/p1/user"},
+                                       {"type": "mount"}],
+                        "uidMappings": [{"containerID": 0, "hostID": 65536, "size": 65536}]}
+            }"#,
+        );
+        let userns = BundleInfo::from_spec(&s).user_namespace.expect("joined");
+        assert_eq!(userns.path, PathBuf::from("/run/berth/ns/p1/user"));
+        assert_eq!(
+            crate::exec_userns::host_id(&userns.uid_mappings, 0),
+            Some(65536)
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod console;
 pub mod crilog;
 pub mod daemon;
 pub mod exec;
+pub mod exec_userns;
 pub mod logfile;
 pub mod oom;
 pub mod output;

@@ -13,7 +13,8 @@
 //! - `build()` sets the process's oom_score_adj on the shim itself; it is
 //!   put back ([`crate::own_oom_score`]).
 //! - The tenant (exec) builder leaves a notify socket file behind per exec,
-//!   and drops the container's seccomp profile (see [`CleanExecutor`]).
+//!   drops the container's seccomp profile (see [`CleanExecutor`]), and
+//!   never joins the container's user namespace ([`exec_userns`]).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -31,6 +32,7 @@ use libcontainer::workload::{
 };
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 
+use crate::exec_userns::{self, JoinUserns};
 use crate::own_oom_score::SavedOomScore;
 
 /// The default executor, after restoring the signal state a fresh process
@@ -41,11 +43,17 @@ use crate::own_oom_score::SavedOomScore;
 pub struct CleanExecutor {
     seccomp: Option<LinuxSeccomp>,
     raw_env: Vec<(OsString, OsString)>,
+    /// For exec processes of a container in a user namespace: joining it.
+    userns: Option<JoinUserns>,
 }
 
 impl Executor for CleanExecutor {
     fn exec(&self, spec: &Spec) -> Result<(), ExecutorError> {
         reset_signal_state();
+        // Before the seccomp filter, which may refuse setns.
+        if let Some(join) = &self.userns {
+            exec_userns::join(join)?;
+        }
         if let Some(seccomp) = &self.seccomp {
             load_seccomp(seccomp)?;
         }
@@ -57,6 +65,10 @@ impl Executor for CleanExecutor {
     }
 
     fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        let mut envs = envs;
+        if let Some(join) = &self.userns {
+            join.fix_home(&mut envs);
+        }
         let exact = exact_values(&envs, &self.raw_env);
         DefaultExecutor {}.setup_envs(envs)?;
         for (key, value) in exact {
@@ -176,6 +188,7 @@ impl ContainerRef {
         let executor = CleanExecutor {
             seccomp: None,
             raw_env: raw_env.to_vec(),
+            userns: None,
         };
         let builder = self.builder(executor)?.validate_id()?;
         let builder = match stdio {
@@ -220,13 +233,27 @@ impl ContainerRef {
         stdio: [OwnedFd; 3],
         console: Option<&Path>,
     ) -> Result<i32, LibcontainerError> {
+        // In a user namespace the process is set up as host root and joins
+        // it itself (see exec_userns); the namespace's file stays open
+        // until libcontainer has forked the process.
+        let prepared = match &process.user_namespace {
+            Some(userns) => Some(
+                exec_userns::prepare(&process.process, userns)
+                    .map_err(LibcontainerError::OtherIO)?,
+            ),
+            None => None,
+        };
+        let spec_process = prepared
+            .as_ref()
+            .map_or(&process.process, |prepared| &prepared.process);
         let json =
-            serde_json::to_vec(&process.process).map_err(LibcontainerError::OtherSerialization)?;
+            serde_json::to_vec(spec_process).map_err(LibcontainerError::OtherSerialization)?;
         std::fs::write(&process.json_path, json).map_err(LibcontainerError::OtherIO)?;
         let [stdin, stdout, stderr] = stdio;
         let executor = CleanExecutor {
             seccomp: process.seccomp.clone(),
             raw_env: process.raw_env.clone(),
+            userns: prepared.as_ref().map(|prepared| prepared.join.clone()),
         };
         let own_score = SavedOomScore::save();
         let pid = self
@@ -240,6 +267,7 @@ impl ContainerRef {
             .with_detach(true)
             .build();
         own_score.restore();
+        drop(prepared);
         Ok(pid?.as_raw())
     }
 }
@@ -278,6 +306,8 @@ pub struct ExecProcess {
     pub seccomp: Option<LinuxSeccomp>,
     /// The container's env values that are not UTF-8, inherited too.
     pub raw_env: Vec<(OsString, OsString)>,
+    /// The user namespace the container joined, which the process joins.
+    pub user_namespace: Option<exec_userns::ContainerUserns>,
     /// Where the process.json is written for the duration of the call.
     pub json_path: PathBuf,
 }

@@ -65,9 +65,13 @@ pub enum SpecError {
     /// An image volume whose image the caller did not resolve to a host path.
     #[error("image volume at {0:?} has no resolved host path")]
     ImageVolumeUnresolved(String),
-    /// ID-mapped mounts need user namespaces, which berth does not support.
-    #[error("ID-mapped mount at {0:?} is not supported (berth has no user namespace support)")]
-    IdMappedMount(String),
+    /// A mount's own ID mappings berth cannot honour: it idmaps volumes
+    /// through the pod's user namespace only.
+    #[error("mount {destination:?}: uid_mappings and gid_mappings {reason}")]
+    IdMappedMount {
+        destination: String,
+        reason: &'static str,
+    },
 
     /// A device that cannot be looked up on the host.
     #[error("device {path:?}: {source}")]

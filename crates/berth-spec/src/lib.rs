@@ -174,12 +174,13 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let extra =
         system_mounts::sandbox_mounts(&inputs.sandbox_files, host_ipc, settings.readonly_rootfs);
     let defaults = system_mounts::default_mounts(settings.privileged, &inputs.cgroup_view);
+    let pod_userns = userns::pod_user_namespace(sandbox_namespace_options(inputs.sandbox_config))?;
+    mounts::check_mount_idmaps(&config.mounts, pod_userns.as_ref())?;
     let mount_plan = mounts::container_mounts(defaults, &config.mounts, &extra, inputs.host)?;
     let device_plan =
         devices::container_devices(&config.devices, settings.privileged, inputs.host)?;
 
     let namespace_options = security.and_then(|s| s.namespace_options.as_ref());
-    let pod_userns = userns::pod_user_namespace(sandbox_namespace_options(inputs.sandbox_config))?;
     if pod_userns.is_some() != inputs.namespaces.user.is_some() {
         return Err(SpecError::UserNamespaceNotPinned);
     }

@@ -28,6 +28,7 @@ use oci_spec::runtime::Mount;
 
 use crate::error::SpecError;
 use crate::host::{HostLookup, HostPropagation};
+use crate::userns::{IdRange, PodUserNamespace};
 
 /// Mounts of the spec, and the root propagation they need.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,9 +50,6 @@ pub fn bind_mount(
     }
     if mount.host_path.is_empty() && mount.image.is_some() {
         return Err(SpecError::ImageVolumeUnresolved(destination.clone()));
-    }
-    if !mount.uid_mappings.is_empty() || !mount.gid_mappings.is_empty() {
-        return Err(SpecError::IdMappedMount(destination.clone()));
     }
     let propagation = MountPropagation::try_from(mount.propagation)
         .map_err(|_| SpecError::UnknownPropagation(mount.propagation, mount.host_path.clone()))?;
@@ -117,6 +115,42 @@ pub fn bind_mount(
     Ok((oci, root))
 }
 
+/// Checks the mounts' own ID mappings. kubelet gives every mount of a
+/// `hostUsers: false` pod the pod's mappings; berthd idmaps each bind of
+/// such a pod through the pod's user namespace, so exactly those are
+/// honoured. Mappings on a pod without one, or other mappings, are not.
+pub fn check_mount_idmaps(
+    mounts: &[CriMount],
+    userns: Option<&PodUserNamespace>,
+) -> Result<(), SpecError> {
+    for mount in mounts {
+        if mount.uid_mappings.is_empty() && mount.gid_mappings.is_empty() {
+            continue;
+        }
+        let refused = |reason| SpecError::IdMappedMount {
+            destination: mount.container_path.clone(),
+            reason,
+        };
+        let Some(userns) = userns else {
+            return Err(refused(
+                "need a pod with its own user namespace (userns_options mode POD)",
+            ));
+        };
+        let is_pods = |mappings: &[cri_api::v1::IdMapping], range: IdRange| {
+            matches!(mappings, [only] if only.container_id == range.container_id
+                && only.host_id == range.host_id
+                && only.length == range.length)
+        };
+        if !is_pods(&mount.uid_mappings, userns.uids) || !is_pods(&mount.gid_mappings, userns.gids)
+        {
+            return Err(refused(
+                "must be the pod's user namespace mappings: berth idmaps volumes through it alone",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// All mounts of the container: `defaults` (system mounts) minus those the
 /// CRI or extra mounts replace, then the bind mounts sorted by depth.
 /// `extra` are runtime mounts (the sandbox's files); a CRI mount at the
@@ -173,7 +207,7 @@ pub fn container_mounts(
 
 /// Lexically cleaned absolute path (`/a//b/../c/` → `/a/c`), for comparing
 /// destinations as the kernel would see them.
-pub(crate) fn clean_path(path: &str) -> String {
+pub fn clean_path(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for component in Path::new(path).components() {
         match component {

@@ -165,12 +165,62 @@ fn invalid_mounts_are_rejected() {
         bind_mount(&image, &host),
         Err(SpecError::ImageVolumeUnresolved(_))
     ));
-    let mut mapped = cri("/mnt", "/data");
-    mapped.uid_mappings = vec![Default::default()];
-    assert!(matches!(
-        bind_mount(&mapped, &host),
-        Err(SpecError::IdMappedMount(_))
-    ));
+}
+
+#[test]
+fn a_mounts_own_mappings_must_be_the_pods() {
+    use crate::userns::{IdRange, PodUserNamespace};
+    use cri_api::v1::IdMapping;
+    let range = IdRange {
+        container_id: 0,
+        host_id: 65536,
+        length: 65536,
+    };
+    let pod = PodUserNamespace {
+        uids: range,
+        gids: range,
+    };
+    let kubelets = IdMapping {
+        container_id: 0,
+        host_id: 65536,
+        length: 65536,
+    };
+    let mapped = |uids: Vec<IdMapping>, gids: Vec<IdMapping>| CriMount {
+        uid_mappings: uids,
+        gid_mappings: gids,
+        ..cri("/mnt", "/data")
+    };
+    let plain = cri("/plain", "/data");
+    // As kubelet sends them for a hostUsers: false pod.
+    let as_kubelet = mapped(vec![kubelets], vec![kubelets]);
+    assert!(check_mount_idmaps(&[plain.clone(), as_kubelet.clone()], Some(&pod)).is_ok());
+    assert!(check_mount_idmaps(std::slice::from_ref(&plain), None).is_ok());
+
+    let other = IdMapping {
+        host_id: 131072,
+        ..kubelets
+    };
+    for (case, mount, userns) in [
+        ("no user namespace", as_kubelet, None),
+        (
+            "another range",
+            mapped(vec![kubelets], vec![other]),
+            Some(&pod),
+        ),
+        ("uids alone", mapped(vec![kubelets], vec![]), Some(&pod)),
+        (
+            "two",
+            mapped(vec![kubelets, kubelets], vec![kubelets]),
+            Some(&pod),
+        ),
+    ] {
+        let err = check_mount_idmaps(&[plain.clone(), mount], userns).unwrap_err();
+        assert!(
+            matches!(&err, SpecError::IdMappedMount { destination, .. } if destination == "/mnt"),
+            "{case}: {err:?}"
+        );
+        assert!(err.to_string().contains("uid_mappings"), "{case}: {err}");
+    }
 }
 
 #[test]

@@ -14,6 +14,8 @@ use berth_network::cni::{AddResult, CniError, NetworkConfigList, PodNetwork};
 use berth_shim_api::protocol::{Request, Response, RunState, StateInfo};
 
 use crate::container::host::{RootfsMounts, Shims};
+use crate::container::idmap::IdmapError;
+use crate::container::idmapped_binds::IdmappedBind;
 use crate::container::rootfs::{RootfsError, RootfsPaths};
 use crate::container::shim::ShimLaunch;
 use crate::container::ContainerError;
@@ -58,6 +60,13 @@ impl Journal {
     /// Notes the step and says whether it is to fail.
     fn step(&self, step: &'static str) -> bool {
         self.write(step);
+        lock(&self.failing).contains(step)
+    }
+
+    /// Notes the step and what it acts on (`<step> <what>`), and says
+    /// whether the step is to fail.
+    fn step_on(&self, step: &'static str, what: &str) -> bool {
+        self.write(format!("{step} {what}"));
         lock(&self.failing).contains(step)
     }
 }
@@ -256,6 +265,17 @@ impl RootfsMounts for FakeMounts {
         _owner: (u32, u32),
     ) -> Result<(), RootfsError> {
         self.mount(layers, paths)
+    }
+
+    fn attach_idmapped_bind(&self, bind: &IdmappedBind, _userns: &Path) -> Result<(), IdmapError> {
+        if self.journal.step_on("idmap bind", &bind.container_path) {
+            return Err(IdmapError::Syscall {
+                step: "mount_setattr",
+                path: bind.source.clone(),
+                source: nix::Error::EINVAL,
+            });
+        }
+        Ok(())
     }
 }
 

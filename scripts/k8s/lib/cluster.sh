@@ -32,7 +32,7 @@ alive() {
 # Tokens, service-account keys and the kubeconfigs of the admin and kubelet.
 make_credentials() {
   local dir="$WORK/pki"
-  mkdir -p "$dir"
+  mkdir -p -m 0700 "$dir"
   ADMIN_TOKEN="$(openssl rand -hex 16)"
   local node_token
   node_token="$(openssl rand -hex 16)"

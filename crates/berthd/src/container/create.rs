@@ -11,6 +11,7 @@ use berth_spec::{ContainerInputs, ImageConfigView, OsHost, SandboxFiles, Sandbox
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
 use nix::sys::signal::Signal;
 
+use super::idmapped_binds;
 use super::image_files::{self, ImageUserFiles};
 use super::image_volumes::{self, ImageVolume};
 use super::rootfs::RootfsPaths;
@@ -364,6 +365,9 @@ impl ContainerManager {
         };
         let mut spec = berth_spec::container_spec(&inputs)?;
         self.apply_cdi(&mut spec, c.config)?;
+        if let Some(userns) = c.sandbox.namespaces.get("user") {
+            self.idmap_binds(&mut spec, c, dirs, rootfs, userns)?;
+        }
         let json = serde_json::to_vec(&spec)
             .map_err(|err| ContainerError::WriteSpec(oci_spec::OciSpecError::SerDe(err)))?;
         // 0600: the spec carries the container's env.
@@ -390,6 +394,50 @@ impl ContainerManager {
             stop_signal: berth_spec::stop_signal(c.config, &image_view)
                 .unwrap_or(Signal::SIGTERM as i32),
         })
+    }
+
+    /// In a pod with its own user namespace: the spec's binds of host
+    /// paths (volumes, the pod's files) bind views of them idmapped
+    /// through it, attached in the bundle (see `idmapped_binds`). The
+    /// views are unmounted with the rootfs, so the undo of a later
+    /// failure takes them too.
+    fn idmap_binds(
+        &self,
+        spec: &mut oci_spec::runtime::Spec,
+        c: &Creation<'_>,
+        dirs: &Dirs,
+        rootfs: &RootfsPaths,
+        userns: &Path,
+    ) -> Result<(), ContainerError> {
+        // The spec's sources have their symlinks resolved: so must what
+        // they are told apart by.
+        let bundle = std::fs::canonicalize(&dirs.bundle)
+            .map_err(|err| ContainerError::io("container dir", err))?;
+        let files = sandbox_files(c.sandbox);
+        let files: Vec<PathBuf> = [files.hostname, files.hosts, files.resolv_conf]
+            .into_iter()
+            .flatten()
+            .filter_map(|file| std::fs::canonicalize(file).ok())
+            .collect();
+        let mounts = spec.mounts_mut().get_or_insert_with(Vec::new);
+        let binds = idmapped_binds::plan(
+            mounts,
+            &c.config.mounts,
+            &files,
+            &bundle,
+            &rootfs.idmapped_binds,
+        );
+        for bind in &binds {
+            self.mounts
+                .attach_idmapped_bind(bind, userns)
+                .map_err(|source| ContainerError::IdmappedMount {
+                    container_path: bind.container_path.clone(),
+                    host_path: bind.host_path.clone(),
+                    source,
+                })?;
+        }
+        idmapped_binds::rewrite(mounts, &binds);
+        Ok(())
     }
 
     /// The edits of the CDI devices the container asks for, from the spec
@@ -492,12 +540,16 @@ impl ContainerManager {
                 .call(dir, Request::Shutdown, Duration::ZERO)
                 .await;
         }
+        let mut unmounted = true;
         if let Some(paths) = &undo.rootfs {
             if let Err(err) = self.mounts.unmount(paths) {
                 tracing::warn!(error = %err, "undo: unmount rootfs");
+                unmounted = false;
             }
         }
-        for dir in &undo.dirs {
+        // Never delete through a mount left: a volume's view would lose
+        // the volume's files. Recovery unmounts and deletes them later.
+        for dir in undo.dirs.iter().filter(|_| unmounted) {
             let _ = std::fs::remove_dir_all(dir);
         }
         if let Some((name, id)) = &undo.name {

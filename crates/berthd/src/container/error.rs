@@ -95,6 +95,17 @@ pub enum ContainerError {
     ImageStore(#[from] berth_image::store::StoreError),
     #[error(transparent)]
     Rootfs(#[from] super::rootfs::RootfsError),
+    /// A bind mount of a container in a pod with its own user namespace
+    /// could not be idmapped through it: never bound unmapped instead.
+    #[error(
+        "mount {container_path:?} (host path {host_path:?}) cannot be idmapped into the pod's user namespace: {source}{}",
+        .source.hint()
+    )]
+    IdmappedMount {
+        container_path: String,
+        host_path: String,
+        source: super::idmap::IdmapError,
+    },
     #[error("cgroup: {0}")]
     Cgroup(#[source] Box<CgroupError>),
     #[error("writing config.json: {0}")]

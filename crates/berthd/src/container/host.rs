@@ -12,11 +12,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use berth_shim_api::protocol::{Request, Response, StateInfo};
 
+use super::idmap::IdmapError;
+use super::idmapped_binds::{self, IdmappedBind};
 use super::rootfs::{self, RootfsError, RootfsPaths};
 use super::shim::{self, ShimLaunch};
 use super::ContainerError;
 
-/// Mounting and unmounting a container's overlay root filesystem.
+/// Mounting and unmounting a container's overlay root filesystem and the
+/// mounts that live beside it in the bundle.
 pub trait RootfsMounts: Send + Sync {
     /// Mounts `layers` (bottom-most first) under a writable upper dir.
     fn mount(&self, layers: &[PathBuf], paths: &RootfsPaths) -> Result<(), RootfsError>;
@@ -28,7 +31,8 @@ pub trait RootfsMounts: Send + Sync {
         paths: &RootfsPaths,
         index: usize,
     ) -> Result<PathBuf, RootfsError>;
-    /// Unmounts it and the image volumes; not mounted is fine.
+    /// Unmounts it, the image volumes and the idmapped views; not mounted
+    /// is fine.
     fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError>;
     /// Mounts it over views of the layers idmapped through the user
     /// namespace pinned at `userns` (a pod with `hostUsers: false`), the
@@ -40,6 +44,9 @@ pub trait RootfsMounts: Send + Sync {
         userns: &Path,
         owner: (u32, u32),
     ) -> Result<(), RootfsError>;
+    /// Attaches the view of one bind mount's source idmapped through the
+    /// user namespace pinned at `userns`, at `bind.target`.
+    fn attach_idmapped_bind(&self, bind: &IdmappedBind, userns: &Path) -> Result<(), IdmapError>;
 }
 
 /// Starting shims and talking to them.
@@ -92,6 +99,10 @@ impl RootfsMounts for OverlayMounts {
         owner: (u32, u32),
     ) -> Result<(), RootfsError> {
         rootfs::mount_rootfs_idmapped(layers, paths, userns, owner)
+    }
+
+    fn attach_idmapped_bind(&self, bind: &IdmappedBind, userns: &Path) -> Result<(), IdmapError> {
+        idmapped_binds::attach(bind, userns)
     }
 }
 

@@ -540,3 +540,131 @@ async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgrou
     assert!(!f.pods.cgroups.exists(record.cgroup_dir()));
     assert_no_trace(&f, "shim gone");
 }
+
+/// Pod `name` with its own user namespace (kubelet's single mapping).
+fn userns_pod(name: &str) -> cri_api::v1::PodSandboxConfig {
+    let mut config = pod(name);
+    config.linux = Some(cri_api::v1::LinuxPodSandboxConfig {
+        security_context: Some(cri_api::v1::LinuxSandboxSecurityContext {
+            namespace_options: Some(NamespaceOption {
+                userns_options: Some(cri_api::v1::UserNamespace {
+                    mode: NamespaceMode::Pod as i32,
+                    uids: vec![cri_api::v1::IdMapping {
+                        container_id: 0,
+                        host_id: 1_200_000,
+                        length: 65536,
+                    }],
+                    gids: vec![cri_api::v1::IdMapping {
+                        container_id: 0,
+                        host_id: 1_200_000,
+                        length: 65536,
+                    }],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    config
+}
+
+/// `container(name)` with host dir `source` at `/data`.
+fn with_volume(name: &str, source: &Path) -> ContainerConfig {
+    let mut config = container(name);
+    config.mounts.push(cri_api::v1::Mount {
+        container_path: "/data".into(),
+        host_path: source.display().to_string(),
+        ..Default::default()
+    });
+    config
+}
+
+#[tokio::test]
+async fn a_userns_pods_binds_are_idmapped_and_a_refusal_is_undone() {
+    let f = fixture().await;
+    let volume = f.dir.path().join("volume");
+    std::fs::create_dir_all(&volume).expect("volume");
+    let pod_id = f
+        .pods
+        .manager
+        .run(userns_pod("web"), "")
+        .await
+        .expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, with_volume("app", &volume), None)
+        .await
+        .expect("create");
+    // The volume and the pod's files, in the spec's order; not the pod's
+    // /dev/shm (the mapped root's already).
+    assert_eq!(
+        f.journal.entries(),
+        [
+            "mount rootfs",
+            "idmap bind /data",
+            "idmap bind /etc/hostname",
+            "idmap bind /etc/hosts",
+            "idmap bind /etc/resolv.conf",
+            "launch shim",
+        ]
+    );
+    let record = f.manager.get(&id).await.expect("record");
+    let spec: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(record.bundle.join("config.json")).expect("config.json"),
+    )
+    .expect("spec");
+    let data = spec["mounts"]
+        .as_array()
+        .and_then(|mounts| mounts.iter().find(|m| m["destination"] == "/data"))
+        .expect("the volume's mount");
+    assert_eq!(
+        data["source"],
+        record.bundle.join("idmapped/0").display().to_string(),
+        "the spec binds the view"
+    );
+    f.manager.remove(&id).await.expect("remove");
+
+    f.journal.clear();
+    f.journal.fail("idmap bind");
+    let err = f
+        .manager
+        .create(&pod_id, with_volume("app", &volume), None)
+        .await
+        .unwrap_err();
+    let status = tonic::Status::from(err);
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+    let message = status.message();
+    assert!(
+        message.contains("\"/data\"")
+            && message.contains(&format!("{:?}", volume.display().to_string()))
+            && message.contains("EINVAL"),
+        "{message}"
+    );
+    assert!(
+        message.contains("does not support idmapped mounts"),
+        "{message}"
+    );
+    assert_eq!(
+        f.journal.entries(),
+        ["mount rootfs", "idmap bind /data", "unmount rootfs"]
+    );
+    assert_no_trace(&f, "refused idmap");
+}
+
+#[tokio::test]
+async fn recovery_unmounts_a_layer_dirs_views_before_deleting_it() {
+    let f = fixture().await;
+    let (_, id) = pod_and_container(&f, "app").await;
+    let record = f.manager.get(&id).await.expect("record");
+    std::fs::remove_dir_all(&record.bundle).expect("rm");
+    f.manager.store.remove(&id);
+    f.journal.clear();
+    // The shim dir and the layer dir, unmounted before it is deleted.
+    assert_eq!(f.manager.recover().await, (0, 2));
+    assert_eq!(
+        f.journal.entries(),
+        ["kill unrecorded shim", "unmount rootfs"]
+    );
+    assert_no_trace(&f, "swept");
+}

@@ -9,6 +9,8 @@ pub mod durations;
 mod error;
 mod exec_sync;
 pub mod host;
+pub mod idmap;
+pub mod idmapped_binds;
 pub mod image_files;
 pub mod image_volumes;
 #[cfg(test)]

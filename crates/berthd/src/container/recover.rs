@@ -125,15 +125,25 @@ impl ContainerManager {
         }
         for base in [&self.layers_dir, &self.runtime_root] {
             for dir in entries(base) {
-                let named = dir
-                    .file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|id| ids.contains(id));
-                if !named {
-                    tracing::info!(dir = %dir.display(), "recovery: dir no container names");
-                    remove_tree(&dir);
-                    swept += 1;
+                let Some(name) = dir.file_name().and_then(|name| name.to_str()) else {
+                    continue;
+                };
+                if ids.contains(name) {
+                    continue;
                 }
+                tracing::info!(dir = %dir.display(), "recovery: dir no container names");
+                // A layer dir may hold idmapped views of image layers a
+                // crash left mid-mount: deleting through one would
+                // delete the image's files.
+                if base == &self.layers_dir {
+                    let paths = RootfsPaths::new(&dir, &self.store.record_dir(name));
+                    if let Err(err) = self.mounts.unmount(&paths) {
+                        tracing::warn!(dir = %dir.display(), error = %err, "recovery: unmount layer views");
+                        continue;
+                    }
+                }
+                remove_tree(&dir);
+                swept += 1;
             }
         }
         swept

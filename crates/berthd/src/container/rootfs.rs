@@ -1,11 +1,14 @@
 //! A container's root filesystem: an overlay of its image's unpacked layers
 //! (read-only lower dirs, topmost first) under a writable upper dir; and its
 //! image volumes, read-only overlays of other images' layers mounted beside
-//! it in the bundle and unmounted with it.
+//! it in the bundle and unmounted with it, as are the idmapped views of a
+//! user-namespaced container's binds (`idmapped_binds`).
 
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
+
+use super::idmap::{self, IdmapError};
 
 /// Where one container's overlay lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,17 +22,25 @@ pub struct RootfsPaths {
     /// The image volumes' mount points (`<n>`, by the index of their CRI
     /// mount) and the empty bottom layer they share (`empty`).
     pub image_volumes: PathBuf,
+    /// Where the idmapped views of the image layers are attached while an
+    /// idmapped overlay is being mounted (`<n>`, by layer).
+    pub layer_views: PathBuf,
+    /// Where the idmapped views of a user-namespaced container's bind
+    /// mounts are attached for its life (`<n>`, see `idmapped_binds`).
+    pub idmapped_binds: PathBuf,
 }
 
 impl RootfsPaths {
-    /// `<layer_dir>/{upper,work}`, `<bundle>/rootfs` and
-    /// `<bundle>/image-volumes`.
+    /// `<layer_dir>/{upper,work,idmap}`, `<bundle>/rootfs`,
+    /// `<bundle>/image-volumes` and `<bundle>/idmapped`.
     pub fn new(layer_dir: &Path, bundle: &Path) -> Self {
         Self {
             upper: layer_dir.join("upper"),
             work: layer_dir.join("work"),
             merged: bundle.join("rootfs"),
             image_volumes: bundle.join("image-volumes"),
+            layer_views: layer_dir.join("idmap"),
+            idmapped_binds: bundle.join("idmapped"),
         }
     }
 
@@ -57,12 +68,8 @@ pub enum RootfsError {
     },
     #[error("mounting the overlay at {path}: {source}")]
     Mount { path: PathBuf, source: nix::Error },
-    #[error("idmapped layer view of {path} ({step}): {source}")]
-    Idmap {
-        path: PathBuf,
-        step: &'static str,
-        source: nix::Error,
-    },
+    #[error("idmapped layer view: {0}")]
+    Idmap(#[from] IdmapError),
 }
 
 /// The overlay mount options for `layers` given bottom-most first (the
@@ -196,10 +203,6 @@ pub fn mount_rootfs_idmapped(
     userns: &Path,
     owner: (u32, u32),
 ) -> Result<(), RootfsError> {
-    let layer_dir = paths
-        .upper
-        .parent()
-        .ok_or_else(|| RootfsError::BadPath(paths.upper.clone()))?;
     make_dirs(&[("upper dir", &paths.upper), ("work dir", &paths.work)])?;
     std::os::unix::fs::chown(&paths.upper, Some(owner.0), Some(owner.1)).map_err(|source| {
         RootfsError::Io {
@@ -213,7 +216,7 @@ pub fn mount_rootfs_idmapped(
         path: userns.to_path_buf(),
         source,
     })?;
-    let staging = layer_dir.join("idmap");
+    let staging = &paths.layer_views;
     let mut attached = Vec::new();
     let result = (|| {
         let mut views = Vec::new();
@@ -224,7 +227,7 @@ pub fn mount_rootfs_idmapped(
                 path: target.clone(),
                 source,
             })?;
-            idmap::attach_idmapped(source, &target, &userns)?;
+            idmap::attach_idmapped(source, &target, &userns, false)?;
             attached.push(target.clone());
             views.push(target);
         }
@@ -235,109 +238,61 @@ pub fn mount_rootfs_idmapped(
             tracing::warn!(path = %target.display(), error = %err, "unmount idmapped layer view");
         }
     }
-    if let Err(err) = std::fs::remove_dir_all(&staging) {
-        if err.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(path = %staging.display(), error = %err, "remove idmap staging dir");
-        }
-    }
+    // rmdir, never a recursive delete: a view whose unmount failed is
+    // the image's layer itself, and stays for recovery to unmount.
+    remove_empty_dirs(staging);
     result
 }
 
-/// The idmapped-mount syscalls, which nix does not wrap.
-mod idmap {
-    use std::ffi::CString;
-    use std::fs::File;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::path::Path;
-
-    use nix::libc;
-
-    use super::RootfsError;
-
-    fn failed(path: &Path, step: &'static str) -> impl FnOnce(nix::Error) -> RootfsError {
-        let path = path.to_path_buf();
-        move |source| RootfsError::Idmap { path, step, source }
+/// Removes `dir`'s empty subdirs and then `dir`, if empty; a mount point
+/// or a dir with files in it stays.
+fn remove_empty_dirs(dir: &Path) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
+        Err(err) => {
+            tracing::warn!(path = %dir.display(), error = %err, "list staging dir");
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let _ = std::fs::remove_dir(entry.path());
     }
-
-    fn c_path(path: &Path) -> Result<CString, RootfsError> {
-        CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| RootfsError::BadPath(path.to_path_buf()))
-    }
-
-    /// Attaches at `target` a clone of the mount at `source` (that
-    /// subtree, without submounts), idmapped through `userns`.
-    pub(super) fn attach_idmapped(
-        source: &Path,
-        target: &Path,
-        userns: &File,
-    ) -> Result<(), RootfsError> {
-        let source_c = c_path(source)?;
-        let target_c = c_path(target)?;
-        // SAFETY: open_tree reads the NUL-terminated path and returns a new fd.
-        let tree = unsafe {
-            libc::syscall(
-                libc::SYS_open_tree,
-                libc::AT_FDCWD,
-                source_c.as_ptr(),
-                libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC,
-            )
-        };
-        let tree = nix::errno::Errno::result(tree).map_err(failed(source, "open_tree"))?;
-        // SAFETY: the syscall succeeded, so `tree` is a new fd we alone own.
-        let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
-        let attr = libc::mount_attr {
-            attr_set: libc::MOUNT_ATTR_IDMAP,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: userns.as_raw_fd() as u64,
-        };
-        let empty = c"";
-        // SAFETY: mount_setattr reads `attr`, of the size given, and the
-        // empty path.
-        let set = unsafe {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                tree.as_raw_fd(),
-                empty.as_ptr(),
-                libc::AT_EMPTY_PATH,
-                &attr as *const libc::mount_attr,
-                std::mem::size_of::<libc::mount_attr>(),
-            )
-        };
-        nix::errno::Errno::result(set).map_err(failed(source, "mount_setattr"))?;
-        // SAFETY: move_mount reads the two NUL-terminated paths.
-        let moved = unsafe {
-            libc::syscall(
-                libc::SYS_move_mount,
-                tree.as_raw_fd(),
-                empty.as_ptr(),
-                libc::AT_FDCWD,
-                target_c.as_ptr(),
-                libc::MOVE_MOUNT_F_EMPTY_PATH,
-            )
-        };
-        nix::errno::Errno::result(moved).map_err(failed(target, "move_mount"))?;
-        Ok(())
+    if let Err(err) = std::fs::remove_dir(dir) {
+        tracing::warn!(path = %dir.display(), error = %err, "remove staging dir");
     }
 }
 
-/// Unmounts the image volumes and the rootfs; not mounted is fine.
+/// Unmounts the idmapped bind views, the image volumes, layer views a
+/// crash left mid-mount, and the rootfs; not mounted is fine. Each is
+/// detached before anything may delete the dirs they are in: deleting
+/// through a view would delete the volume's or the image's own files.
 pub fn unmount_rootfs(paths: &RootfsPaths) -> Result<(), RootfsError> {
-    let volumes = match std::fs::read_dir(&paths.image_volumes) {
-        Ok(entries) => entries.flatten().map(|entry| entry.path()).collect(),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(source) => {
-            return Err(RootfsError::Io {
-                what: "listing image volumes",
-                path: paths.image_volumes.clone(),
-                source,
-            })
-        }
-    };
-    for path in volumes.iter().chain([&paths.merged]) {
+    let mut targets = Vec::new();
+    for (what, dir) in [
+        ("listing idmapped binds", &paths.idmapped_binds),
+        ("listing image volumes", &paths.image_volumes),
+        ("listing idmapped layer views", &paths.layer_views),
+    ] {
+        targets.extend(entries(what, dir)?);
+    }
+    for path in targets.iter().chain([&paths.merged]) {
         unmount(path)?;
     }
     Ok(())
+}
+
+/// The entries of `dir`; none when it does not exist.
+fn entries(what: &'static str, dir: &Path) -> Result<Vec<PathBuf>, RootfsError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.flatten().map(|entry| entry.path()).collect()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(RootfsError::Io {
+            what,
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 fn unmount(path: &Path) -> Result<(), RootfsError> {
@@ -416,6 +371,33 @@ mod tests {
         assert_eq!(read.unwrap(), "base");
         assert_eq!(write.unwrap_err().raw_os_error(), Some(nix::libc::EROFS));
         assert!(!target.join("data").exists(), "unmounted");
+    }
+
+    /// A view a crash left mid-mount is the image's layer itself: the
+    /// unmount detaches it, and the layer keeps its files.
+    #[test]
+    fn a_real_leftover_layer_view_is_unmounted_with_the_rootfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let layer = dir.path().join("layer-content");
+        std::fs::create_dir_all(&layer).unwrap();
+        std::fs::write(layer.join("a"), "layer").unwrap();
+        let paths = RootfsPaths::new(&dir.path().join("layer"), &dir.path().join("bundle"));
+        let view = paths.layer_views.join("0");
+        std::fs::create_dir_all(&view).unwrap();
+        mount(
+            Some(&layer),
+            &view,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .unwrap();
+        let seen = std::fs::read_to_string(view.join("a"));
+        unmount_rootfs(&paths).unwrap();
+        assert_eq!(seen.unwrap(), "layer");
+        assert!(!view.join("a").exists(), "unmounted");
+        std::fs::remove_dir_all(dir.path().join("layer")).unwrap();
+        assert_eq!(std::fs::read_to_string(layer.join("a")).unwrap(), "layer");
     }
 
     #[test]

@@ -15,6 +15,10 @@ impl From<ContainerError> for Status {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
             Cdi(inner) => cdi_code(inner),
             LogDir { source, .. } => log_dir_code(source),
+            // The node's filesystem cannot serve the volume as the pod
+            // needs it; the request itself is fine.
+            IdmappedMount { source, .. } if source.is_refusal() => Code::FailedPrecondition,
+            IdmappedMount { .. } => Code::Internal,
             NotFound { .. }
             | ImageNotFound { .. }
             | ImageVolumeNotFound { .. }

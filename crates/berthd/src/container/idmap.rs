@@ -1,0 +1,130 @@
+//! Idmapped mounts, which nix does not wrap: a clone of a mounted tree,
+//! idmapped through a user namespace and attached elsewhere. Files host
+//! root owns then belong to root of that namespace when seen through the
+//! clone, and what the namespace's root writes there belongs to host root.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::libc;
+
+/// Why a tree could not be idmapped and attached.
+#[derive(Debug, thiserror::Error)]
+pub enum IdmapError {
+    #[error("path {0:?} contains a NUL byte")]
+    BadPath(PathBuf),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The kernel refused a step; `mount_setattr` failing with EINVAL
+    /// means a filesystem of the tree cannot be idmapped, with EPERM that
+    /// a mount in it is idmapped already.
+    #[error("{step} {path}: {source}")]
+    Syscall {
+        step: &'static str,
+        path: PathBuf,
+        source: nix::Error,
+    },
+}
+
+impl IdmapError {
+    /// What the kernel's refusal means, when it is known: a suffix for
+    /// messages.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            IdmapError::Syscall {
+                step: "mount_setattr",
+                source: nix::Error::EINVAL,
+                ..
+            } => " (its filesystem does not support idmapped mounts on this kernel)",
+            // berth's own views, say, below a hostPath of /run.
+            IdmapError::Syscall {
+                step: "mount_setattr",
+                source: nix::Error::EPERM,
+                ..
+            } => " (a mount in it is idmapped already)",
+            _ => "",
+        }
+    }
+
+    /// The kernel refused (rather than berth failing to prepare).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, IdmapError::Syscall { .. })
+    }
+}
+
+fn failed(path: &Path, step: &'static str) -> impl FnOnce(nix::Error) -> IdmapError {
+    let path = path.to_path_buf();
+    move |source| IdmapError::Syscall { step, path, source }
+}
+
+fn c_path(path: &Path) -> Result<CString, IdmapError> {
+    CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| IdmapError::BadPath(path.to_path_buf()))
+}
+
+/// Attaches at `target` (an existing dir, or file for a file) a clone of
+/// what `source` shows, idmapped through `userns`. `recursive` takes the
+/// mounts below `source` along, each idmapped too (else the clone is that
+/// one mount's subtree alone, as a plain `bind` would be).
+pub fn attach_idmapped(
+    source: &Path,
+    target: &Path,
+    userns: &File,
+    recursive: bool,
+) -> Result<(), IdmapError> {
+    let source_c = c_path(source)?;
+    let target_c = c_path(target)?;
+    let recursive_flag = if recursive { libc::AT_RECURSIVE } else { 0 };
+    // SAFETY: open_tree reads the NUL-terminated path and returns a new fd.
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            source_c.as_ptr(),
+            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | recursive_flag as libc::c_uint,
+        )
+    };
+    let tree = nix::errno::Errno::result(tree).map_err(failed(source, "open_tree"))?;
+    // SAFETY: the syscall succeeded, so `tree` is a new fd we alone own.
+    // Dropping it unattached frees the clone.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    let empty = c"";
+    // SAFETY: mount_setattr reads `attr`, of the size given, and the
+    // empty path.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH | recursive_flag,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    nix::errno::Errno::result(set).map_err(failed(source, "mount_setattr"))?;
+    // SAFETY: move_mount reads the two NUL-terminated paths.
+    let moved = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target_c.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    nix::errno::Errno::result(moved).map_err(failed(target, "move_mount"))?;
+    Ok(())
+}
