@@ -60,6 +60,17 @@ pub enum Request {
     /// Kill the container if it still runs, wait for it, remove its
     /// libcontainer state and cgroup, answer, and exit.
     Shutdown,
+    /// Dump the running container's processes with CRIU into `images_dir`
+    /// and leave them running; CRIU's `dump.log` and `stats-dump` go to
+    /// `work_dir`. The shim answers nothing else until CRIU is done.
+    Checkpoint(CheckpointRequest),
+}
+
+/// `checkpoint`: where CRIU writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRequest {
+    pub images_dir: std::path::PathBuf,
+    pub work_dir: std::path::PathBuf,
 }
 
 /// A signal by number (`15`) or by name (`"SIGTERM"`, `"TERM"`, `"15"`).

@@ -153,6 +153,8 @@ impl Runtime {
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
             layer_leases: Default::default(),
             cdi_spec_dirs: Vec::new(),
+            criu: Arc::new(berthd::container::host::CriuBinary),
+            criu_check: Default::default(),
             features: berth_spec::CgroupFeatures::default(),
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());

@@ -384,6 +384,7 @@ impl Server {
             Request::Exec(e) => self.exec(client, e),
             Request::Session(s) => self.start_session(client, s),
             Request::Shutdown => self.begin_shutdown(client),
+            Request::Checkpoint(c) => Some(self.checkpoint(&c)),
         }
     }
 

@@ -16,7 +16,8 @@ use crate::setup::{pipe, SetupError};
 use crate::signal::signal_number;
 use crate::timestamp;
 use berth_shim_api::protocol::{
-    ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest, SignalArg, StateInfo,
+    CheckpointRequest, ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest,
+    SignalArg, StateInfo,
 };
 
 impl Server {
@@ -71,6 +72,25 @@ impl Server {
         match send_signal(self.init.pid, sig) {
             Ok(()) | Err(Errno::ESRCH) => Response::Ok,
             Err(e) => Response::error(ErrorCode::Failed, format!("kill: {e}")),
+        }
+    }
+
+    /// `checkpoint`: blocks the loop while CRIU dumps; the container is
+    /// frozen meanwhile, so it produces no output to drain.
+    pub(super) fn checkpoint(&mut self, req: &CheckpointRequest) -> Response {
+        if self.init.exited.is_some() || self.status() != RunState::Running {
+            return Response::error(ErrorCode::NotRunning, "the container is not running");
+        }
+        tracing::info!(images = ?req.images_dir, "checkpointing");
+        match crate::checkpoint::dump(&mut self.container, &req.images_dir, &req.work_dir) {
+            Ok(()) => {
+                tracing::info!("checkpointed; the container runs on");
+                Response::Ok
+            }
+            Err(message) => {
+                tracing::error!(%message, "checkpoint failed");
+                Response::error(ErrorCode::Failed, message)
+            }
         }
     }
 

@@ -72,6 +72,12 @@ pub enum ContainerError {
     ExecRefused { id: String, message: String },
     #[error("container {id} is not running")]
     NotRunning { id: String },
+    /// CRIU is missing or cannot run on this node (`criu check` failed).
+    #[error("cannot checkpoint container {id}: CRIU cannot run on this node: {reason}")]
+    CheckpointUnavailable { id: String, reason: String },
+    /// CRIU's dump failed; the message ends with CRIU's own error lines.
+    #[error("checkpointing container {id}: {message}")]
+    CheckpointFailed { id: String, message: String },
     #[error("updating container {id}: {source}")]
     UpdateRefused {
         id: String,

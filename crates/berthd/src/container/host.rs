@@ -124,3 +124,89 @@ impl Shims for ShimProcesses {
         shim::record_unknown_exit(dir)
     }
 }
+
+/// CRIU, as far as berthd needs it: whether it can run on this node. The
+/// dump itself runs in the shim, which is the container's parent.
+#[async_trait]
+pub trait Criu: Send + Sync {
+    /// `criu check`: Ok, or CRIU's own reason why not (its first error
+    /// line), or that it is not installed.
+    async fn check(&self) -> Result<(), String>;
+}
+
+/// The `criu` binary on `PATH` (where libcontainer's CRIU client looks).
+pub struct CriuBinary;
+
+/// `criu check` takes a second natively; under emulation far longer.
+const CRIU_CHECK_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[async_trait]
+impl Criu for CriuBinary {
+    async fn check(&self) -> Result<(), String> {
+        let run = tokio::process::Command::new("criu")
+            .arg("check")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = match tokio::time::timeout(CRIU_CHECK_TIMEOUT, run).await {
+            Err(_) => {
+                return Err(format!(
+                    "`criu check` did not finish in {} s",
+                    CRIU_CHECK_TIMEOUT.as_secs()
+                ))
+            }
+            Ok(Err(err)) if err.kind() == io::ErrorKind::NotFound => {
+                return Err("criu is not installed (no `criu` on PATH)".to_string())
+            }
+            Ok(Err(err)) => return Err(format!("cannot run `criu check`: {err}")),
+            Ok(Ok(output)) => output,
+        };
+        if output.status.success() {
+            return Ok(());
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        Err(format!(
+            "`criu check` failed ({}): {}",
+            output.status,
+            criu_reason(&text)
+        ))
+    }
+}
+
+/// CRIU's first error line: the cause; later ones are its consequences.
+/// Without one, its last line.
+pub fn criu_reason(output: &str) -> String {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .iter()
+        .find(|l| l.starts_with("Error") || l.contains(" Error ("))
+        .or(lines.last())
+        .map(|l| l.to_string())
+        .unwrap_or_else(|| "no output".to_string())
+}
+
+#[cfg(test)]
+mod criu_tests {
+    use super::criu_reason;
+
+    #[test]
+    fn the_first_error_line_is_the_reason() {
+        let out = "Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds\n\
+                   Error (criu/vdso.c:613): vdso: Failed to fill self vdso symtable\n\
+                   Error (criu/crtools.c:260): Could not initialize kernel features detection.\n";
+        assert_eq!(
+            criu_reason(out),
+            "Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds"
+        );
+        assert_eq!(criu_reason("Warn: x\nLooks bad\n"), "Looks bad");
+        assert_eq!(criu_reason(""), "no output");
+    }
+}

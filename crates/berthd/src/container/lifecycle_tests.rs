@@ -5,6 +5,9 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+use berth_shim_api::protocol::RunState;
 
 use berth_cgroups::CgroupManager;
 use berth_image::store::{ImageRecord, ImageStore, LayerRecord};
@@ -15,7 +18,7 @@ use cri_api::v1::{
 
 use super::store::ContainerStore;
 use super::{ContainerError, ContainerManager};
-use crate::fakes::{FakeMounts, FakeShims, Journal};
+use crate::fakes::{FakeCriu, FakeMounts, FakeShims, Journal};
 use crate::sandbox::lifecycle_tests::{fixture as sandbox_fixture, pod, Fixture as Pods};
 
 const IMAGE: &str = "docker.io/library/fake:latest";
@@ -48,6 +51,10 @@ async fn fixture() -> Fixture {
         cgroups: pods.cgroups.clone(),
         layer_leases: Default::default(),
         cdi_spec_dirs: vec![dir.path().join("cdi")],
+        criu: Arc::new(FakeCriu {
+            journal: journal.clone(),
+        }),
+        criu_check: Default::default(),
         features: berth_spec::CgroupFeatures::default(),
     };
     Fixture {
@@ -539,4 +546,87 @@ async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgrou
     f.manager.remove(&id).await.expect("remove");
     assert!(!f.pods.cgroups.exists(record.cgroup_dir()));
     assert_no_trace(&f, "shim gone");
+}
+
+#[tokio::test]
+async fn a_checkpoint_needs_a_running_container_and_criu_probed_once() {
+    let f = fixture().await;
+    let (_, id) = pod_and_container(&f, "app").await;
+    let location = f.dir.path().join("ckpt.tar");
+    let err = f
+        .manager
+        .checkpoint(&id, &location, Duration::ZERO)
+        .await
+        .expect_err("created, not running");
+    assert!(matches!(err, ContainerError::NotRunning { .. }), "{err}");
+    f.manager.start(&id).await.expect("start");
+    f.journal.fail("criu check");
+    f.journal.clear();
+    for _ in 0..2 {
+        let err = f
+            .manager
+            .checkpoint(&id, &location, Duration::ZERO)
+            .await
+            .expect_err("criu cannot run");
+        let text = err.to_string();
+        assert!(matches!(err, ContainerError::CheckpointUnavailable { .. }));
+        assert!(
+            text.contains(&id) && text.contains("vdso: injected"),
+            "{text}"
+        );
+    }
+    assert_eq!(f.journal.entries(), ["criu check"], "probed once, no dump");
+    assert!(!location.exists());
+    let state = f
+        .manager
+        .state(&f.manager.get(&id).await.expect("record"))
+        .await;
+    assert_eq!(state.map(|s| s.status), Some(RunState::Running));
+}
+
+#[tokio::test]
+async fn a_checkpoint_writes_the_archive_and_a_failed_dump_leaves_none() {
+    let f = fixture().await;
+    f.journal.heal();
+    let (_, id) = pod_and_container(&f, "app").await;
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    let upper = record.layer_dir.join("upper");
+    std::fs::create_dir_all(upper.join("data")).expect("upper");
+    std::fs::write(upper.join("data/count"), "41").expect("file");
+
+    let failed = f.dir.path().join("failed.tar");
+    f.journal.fail("criu dump");
+    let err = f
+        .manager
+        .checkpoint(&id, &failed, Duration::ZERO)
+        .await
+        .expect_err("dump fails");
+    assert!(
+        matches!(err, ContainerError::CheckpointFailed { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("Error (criu/cr-dump.c:1)"),
+        "{err}"
+    );
+    assert!(!failed.exists());
+    assert!(!record.layer_dir.join("checkpoint.work").exists());
+
+    f.journal.heal();
+    let location = f.dir.path().join("ckpt.tar");
+    f.manager
+        .checkpoint(&id, &location, Duration::ZERO)
+        .await
+        .expect("checkpoint");
+    let unpacked =
+        super::checkpoint_archive::unpack(&location, &f.dir.path().join("out")).expect("unpack");
+    assert_eq!(unpacked.config.id, id);
+    assert_eq!(unpacked.config.name, "app");
+    assert_eq!(unpacked.config.rootfs_image_name, IMAGE);
+    for member in ["spec.dump", "rootfs-diff.tar", "deleted.files", "dump.log"] {
+        assert!(unpacked.dir.join(member).is_file(), "{member}");
+    }
+    assert!(unpacked.dir.join("checkpoint/inventory.img").is_file());
+    assert!(!record.layer_dir.join("checkpoint.work").exists());
 }

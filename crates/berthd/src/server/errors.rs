@@ -31,8 +31,10 @@ impl From<ContainerError> for Status {
             | StartFailed { .. }
             | ExecRefused { .. }
             | NotRunning { .. }
+            | CheckpointUnavailable { .. }
             | UpdateRefused { .. } => Code::FailedPrecondition,
             DidNotStop { .. }
+            | CheckpointFailed { .. }
             | ShimUnreachable { .. }
             | ShimAnswer { .. }
             | ShimSpawn { .. }
