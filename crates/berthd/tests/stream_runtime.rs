@@ -195,6 +195,7 @@ impl Runtime {
             stdin_once,
             kept_log: &dir.join("failed.shim.log"),
             timeout: shim::CREATE_TIMEOUT,
+            restore: None,
         })
         .await
         .expect("shim created the container");
@@ -222,6 +223,7 @@ impl Runtime {
             cgroups_path: cgroup,
             pid,
             stop_signal: 15,
+            restore_from: None,
         };
         self.containers.store.insert(record.clone());
         self.made.push(record);

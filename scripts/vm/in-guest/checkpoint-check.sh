@@ -111,4 +111,46 @@ else
 fi
 check "exec works after the checkpoint" "ckpt" "$(cri exec "$ctr_id" cat /marker 2>&1)"
 
+# The restore: the original goes, and a container created in its pod from
+# the archive (its path as the image) counts on from the dump.
+cri rm -f "$ctr_id" >/dev/null || fail "the original is removed" "$(berthd_tail)"
+jq --arg archive "$archive" '.image.image = $archive | .log_path = "restored.log"' \
+  "$work/ctr.json" >"$work/restored.json"
+restored_log="$work/logs/restored.log"
+if restored="$(cri create --no-pull "$pod_id" "$work/restored.json" "$work/pod.json" 2>&1)"; then
+  pass "create from the archive"
+else
+  fail "create from the archive" "$restored / $(berthd_tail)"
+  finish
+fi
+check "it is made from the checkpoint's image" "$image" \
+  "$(cri inspect "$restored" 2>/dev/null | jq -r .status.image.image)"
+start=$SECONDS
+if out="$(cri start "$restored" 2>&1)"; then
+  pass "start restores it (in $((SECONDS - start)) s)"
+else
+  fail "start restores it" "$out / $(berthd_tail)"
+  finish
+fi
+if wait_count "$restored_log" 0; then
+  first="$(numbers "$restored_log" | head -n 1)"
+  if ((first > before)); then
+    pass "it counts on from the dump (first $first, $before before the dump, $at_dump at it)"
+  else
+    fail "it counts on from the dump" "first $first, $before before the dump"
+  fi
+else
+  fail "the restored container prints" "$(tail -n 3 "$restored_log" 2>&1) / $(berthd_tail)"
+fi
+check "the restored container runs" CONTAINER_RUNNING \
+  "$(cri inspect "$restored" 2>/dev/null | jq -r .status.state)"
+check "its rootfs has the file it wrote" "ckpt" "$(cri exec "$restored" cat /marker 2>&1)"
+check "and not the one it removed" "gone" \
+  "$(cri exec "$restored" sh -c 'test -e /bin/wget && echo there || echo gone' 2>&1)"
+if cri stop --timeout 5 "$restored" >/dev/null; then
+  check "it stops" CONTAINER_EXITED "$(cri inspect "$restored" 2>/dev/null | jq -r .status.state)"
+else
+  fail "it stops" "$(berthd_tail)"
+fi
+
 finish

@@ -43,6 +43,9 @@ impl Server {
         if self.status() != RunState::Created {
             return Response::error(ErrorCode::InvalidState, "the container was already started");
         }
+        if let Some(dir) = self.cfg.restore.clone() {
+            return self.restore(&dir);
+        }
         match self.container.start() {
             Ok(()) => {
                 self.init.started_at = Some(timestamp::now());
@@ -73,6 +76,56 @@ impl Server {
             Ok(()) | Err(Errno::ESRCH) => Response::Ok,
             Err(e) => Response::error(ErrorCode::Failed, format!("kill: {e}")),
         }
+    }
+
+    /// `start` of a container created with `--restore`: CRIU restores the
+    /// dumped processes into it, and the placeholder init libcontainer
+    /// created (never started) is killed and reaped here, so the exit the
+    /// loop records is the restored init's.
+    fn restore(&mut self, dir: &std::path::Path) -> Response {
+        let Some(stdio) = self.restore_stdio.as_ref() else {
+            return Response::error(ErrorCode::InvalidState, "the restore was already tried");
+        };
+        let placeholder = self.init.pid;
+        let input = crate::checkpoint::RestoreInput {
+            images_dir: &dir.join("checkpoint"),
+            work_dir: dir,
+            bundle: &self.cfg.bundle,
+            placeholder,
+            stdio,
+        };
+        tracing::info!(from = %dir.display(), "restoring");
+        let pid = match crate::checkpoint::restore(&input) {
+            Ok(pid) => pid,
+            Err(message) => {
+                tracing::error!(%message, "restore failed");
+                return Response::error(ErrorCode::Failed, message);
+            }
+        };
+        // Only the restored processes hold the container's pipes now.
+        self.restore_stdio = None;
+        let _ = send_signal(placeholder, 9);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(placeholder), None);
+        self.init.pid = pid;
+        if let Err(err) = berth_atomic_file::write_atomic(
+            &self.cfg.files.pid(),
+            pid.to_string().as_bytes(),
+            0o644,
+        ) {
+            tracing::warn!(%err, "cannot rewrite the pid file");
+        }
+        // libcontainer's exec and kill find the container by this state.
+        let saved = self
+            .container
+            .set_pid(pid)
+            .set_status(libcontainer::container::ContainerStatus::Running)
+            .save();
+        if let Err(err) = saved {
+            tracing::warn!(error = %error_chain(&err), "saving the restored container's state");
+        }
+        self.init.started_at = Some(timestamp::now());
+        tracing::info!(pid, "container restored");
+        Response::Ok
     }
 
     /// `checkpoint`: blocks the loop while CRIU dumps; the container is

@@ -178,6 +178,52 @@ fn mount_destinations(spec: &[u8]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The request's image, when it is a checkpoint archive (an absolute path
+/// to a regular file, as CRI-O takes it): the archive and the image the
+/// checkpoint was made from. That image must be here already.
+pub fn restore_source(image: &str) -> Result<Option<(PathBuf, String)>, ContainerError> {
+    let path = Path::new(image);
+    if !path.is_absolute() || !path.is_file() {
+        return Ok(None);
+    }
+    let config = archive::read_config_dump(path)?;
+    let source = archive::source_image(&config).ok_or_else(|| {
+        ContainerError::CheckpointArchive(archive::ArchiveError::NotACheckpoint {
+            path: path.to_path_buf(),
+            reason: format!("{} names no image", archive::CONFIG_DUMP),
+        })
+    })?;
+    Ok(Some((path.to_path_buf(), source.to_string())))
+}
+
+/// Unpacks the archive into `<layer_dir>/restore` (the shim restores from
+/// there; it goes with the container) and applies its rootfs changes to
+/// the mounted rootfs. Returns the unpacked dir.
+pub async fn prepare_restore(
+    id: &str,
+    archive_path: &Path,
+    layer_dir: &Path,
+    rootfs: &Path,
+) -> Result<PathBuf, ContainerError> {
+    let dir = layer_dir.join("restore");
+    let (archive_path, rootfs, target) = (
+        archive_path.to_path_buf(),
+        rootfs.to_path_buf(),
+        dir.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let unpacked = archive::unpack(&archive_path, &target)?;
+        archive::apply_rootfs_changes(&unpacked, &rootfs)
+    })
+    .await
+    .map_err(|source| ContainerError::Task {
+        what: "unpacking a checkpoint",
+        source,
+    })??;
+    tracing::info!(id, dir = %dir.display(), "checkpoint unpacked for the restore");
+    Ok(dir)
+}
+
 /// `location` as the archive's path: absolute, not a directory.
 pub fn archive_path(location: &str) -> Option<PathBuf> {
     let path = PathBuf::from(location);

@@ -331,6 +331,119 @@ pub fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked, ArchiveError> {
     })
 }
 
+/// Reads `config.dump` from the archive without unpacking the rest: what
+/// CreateContainer needs before it makes anything.
+pub fn read_config_dump(archive: &Path) -> Result<ConfigDump, ArchiveError> {
+    let io_err = |source| ArchiveError::Io {
+        path: archive.to_path_buf(),
+        source,
+    };
+    let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
+        path: archive.to_path_buf(),
+        reason,
+    };
+    let mut tar = tar::Archive::new(File::open(archive).map_err(io_err)?);
+    for entry in tar.entries().map_err(io_err)? {
+        let mut entry = entry.map_err(io_err)?;
+        let is_config = entry
+            .path()
+            .map(|p| p.components().eq(Path::new(CONFIG_DUMP).components()))
+            .unwrap_or(false);
+        if is_config {
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut io::Read::take(&mut entry, 1 << 20), &mut bytes)
+                .map_err(io_err)?;
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")));
+        }
+    }
+    Err(not_a_checkpoint(format!("no {CONFIG_DUMP}")))
+}
+
+/// The image a checkpoint was made from, by the name a restore looks up:
+/// CRI-O's `rootfsImageName`, else what was asked for, else the id.
+pub fn source_image(config: &ConfigDump) -> Option<&str> {
+    [
+        &config.rootfs_image_name,
+        &config.rootfs_image,
+        &config.rootfs_image_ref,
+    ]
+    .into_iter()
+    .find(|name| !name.is_empty())
+    .map(String::as_str)
+}
+
+/// Unpacks `rootfs-diff.tar` of an unpacked archive into the container's
+/// mounted rootfs (the tar crate refuses entries that would land outside
+/// it), then removes what `deleted` lists.
+pub fn apply_rootfs_changes(unpacked: &Unpacked, rootfs: &Path) -> Result<(), ArchiveError> {
+    let diff = unpacked.dir.join(ROOTFS_DIFF);
+    match File::open(&diff) {
+        Ok(file) => {
+            let mut tar = tar::Archive::new(file);
+            tar.set_preserve_permissions(true);
+            tar.set_preserve_ownerships(true);
+            tar.set_overwrite(true);
+            tar.unpack(rootfs).map_err(|source| ArchiveError::Io {
+                path: diff.clone(),
+                source,
+            })?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => return Err(ArchiveError::Io { path: diff, source }),
+    }
+    for path in &unpacked.deleted {
+        remove_inside(rootfs, path).map_err(|source| ArchiveError::Io {
+            path: rootfs.join(path.trim_start_matches('/')),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Removes `path` (absolute in the container) under `rootfs`, never
+/// outside it: a `..` or a symlink on the way is refused, since the
+/// container's own symlinks resolve against the host here.
+pub fn remove_inside(rootfs: &Path, path: &str) -> io::Result<()> {
+    let relative = Path::new(path.trim_start_matches('/'));
+    let mut names = Vec::new();
+    for component in relative.components() {
+        match component {
+            std::path::Component::Normal(name) => names.push(name),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{path:?} is not a plain path"),
+                ))
+            }
+        }
+    }
+    let mut at = rootfs.to_path_buf();
+    for (i, name) in names.iter().enumerate() {
+        at.push(name);
+        let meta = match at.symlink_metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let last = i + 1 == names.len();
+        if last {
+            return if meta.is_dir() {
+                std::fs::remove_dir_all(&at)
+            } else {
+                std::fs::remove_file(&at)
+            };
+        }
+        if meta.file_type().is_symlink() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{path:?} passes through a symlink"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +556,56 @@ mod tests {
                 .collect();
         names.sort();
         assert_eq!(names, ["etc", "etc/link", "etc/new"]);
+    }
+
+    #[test]
+    fn a_restore_applies_the_diff_and_removes_inside_the_rootfs_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let upper = dir.path().join("upper");
+        std::fs::create_dir_all(upper.join("data")).unwrap();
+        std::fs::write(upper.join("data/count"), "41").unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(work.join(CHECKPOINT_DIR)).unwrap();
+        std::fs::write(
+            work.join(CONFIG_DUMP),
+            to_json_file(&config_dump(&facts())).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            work.join(DELETED_FILES),
+            br#"["/bin/wget", "/etc/../../escape", "/link/x", "/missing"]"#,
+        )
+        .unwrap();
+        let changes = rootfs_changes(&upper, &BTreeSet::new()).unwrap();
+        write_rootfs_diff(&upper, &changes, &work.join(ROOTFS_DIFF)).unwrap();
+        let archive = dir.path().join("a.tar");
+        write_archive(&work, &archive).unwrap();
+        assert_eq!(read_config_dump(&archive).unwrap(), config_dump(&facts()));
+        assert_eq!(
+            source_image(&read_config_dump(&archive).unwrap()),
+            Some("docker.io/library/busybox:latest")
+        );
+
+        let rootfs = dir.path().join("rootfs");
+        std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+        std::fs::write(rootfs.join("bin/wget"), "").unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("x"), "keep").unwrap();
+        std::os::unix::fs::symlink(&outside, rootfs.join("link")).unwrap();
+        let unpacked = unpack(&archive, &dir.path().join("unpacked")).unwrap();
+        // the two hostile entries fail; the others are applied first
+        let mut good = unpacked;
+        good.deleted = vec!["/bin/wget".into(), "/missing".into()];
+        apply_rootfs_changes(&good, &rootfs).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(rootfs.join("data/count")).unwrap(),
+            "41"
+        );
+        assert!(!rootfs.join("bin/wget").exists());
+        assert!(remove_inside(&rootfs, "/etc/../../escape").is_err());
+        assert!(remove_inside(&rootfs, "/link/x").is_err());
+        assert!(outside.join("x").exists());
     }
 
     #[test]

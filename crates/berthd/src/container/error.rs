@@ -75,6 +75,9 @@ pub enum ContainerError {
     /// CRIU is missing or cannot run on this node (`criu check` failed).
     #[error("cannot checkpoint container {id}: CRIU cannot run on this node: {reason}")]
     CheckpointUnavailable { id: String, reason: String },
+    /// The request's image is a checkpoint archive that cannot be used.
+    #[error("checkpoint archive: {0}")]
+    CheckpointArchive(#[from] super::checkpoint_archive::ArchiveError),
     /// CRIU's dump failed; the message ends with CRIU's own error lines.
     #[error("checkpointing container {id}: {message}")]
     CheckpointFailed { id: String, message: String },

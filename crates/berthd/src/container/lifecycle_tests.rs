@@ -630,3 +630,54 @@ async fn a_checkpoint_writes_the_archive_and_a_failed_dump_leaves_none() {
     assert!(unpacked.dir.join("checkpoint/inventory.img").is_file());
     assert!(!record.layer_dir.join("checkpoint.work").exists());
 }
+
+#[tokio::test]
+async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes() {
+    let f = fixture().await;
+    let (pod_id, id) = pod_and_container(&f, "app").await;
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    std::fs::create_dir_all(record.layer_dir.join("upper/data")).expect("upper");
+    std::fs::write(record.layer_dir.join("upper/data/count"), "41").expect("file");
+    let archive = f.dir.path().join("ckpt.tar");
+    f.manager
+        .checkpoint(&id, &archive, Duration::ZERO)
+        .await
+        .expect("checkpoint");
+    f.manager.remove(&id).await.expect("remove");
+
+    let mut config = container("app");
+    config.image = Some(cri_api::v1::ImageSpec {
+        image: archive.to_string_lossy().into_owned(),
+        ..Default::default()
+    });
+    let restored = f
+        .manager
+        .create(&pod_id, config.clone(), None)
+        .await
+        .expect("create from the archive");
+    let record = f.manager.get(&restored).await.expect("record");
+    assert_eq!(record.restore_from.as_deref(), Some(archive.as_path()));
+    assert_eq!(record.image_ref, IMAGE, "made from the checkpoint's image");
+    assert!(record
+        .layer_dir
+        .join("restore/checkpoint/inventory.img")
+        .is_file());
+    // The fake mount is no overlay: the diff lands in the rootfs dir.
+    let merged = record.bundle.join("rootfs");
+    assert_eq!(
+        std::fs::read_to_string(merged.join("data/count")).expect("applied"),
+        "41"
+    );
+    f.manager.remove(&restored).await.expect("remove");
+
+    // Without the checkpoint's image: NotFound naming it.
+    f.manager.images.remove(IMAGE).expect("remove image");
+    let err = f
+        .manager
+        .create(&pod_id, config, None)
+        .await
+        .expect_err("image gone");
+    assert!(matches!(err, ContainerError::ImageNotFound { .. }), "{err}");
+    assert!(err.to_string().contains(IMAGE), "{err}");
+}

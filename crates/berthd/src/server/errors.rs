@@ -14,6 +14,16 @@ impl From<ContainerError> for Status {
         let code = match &err {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
             Cdi(inner) => cdi_code(inner),
+            // Not one berth can read is the request's fault; one it cannot
+            // read or unpack here is the node's state.
+            CheckpointArchive(inner) => match inner {
+                crate::container::checkpoint_archive::ArchiveError::NotACheckpoint { .. } => {
+                    Code::InvalidArgument
+                }
+                crate::container::checkpoint_archive::ArchiveError::Io { .. } => {
+                    Code::FailedPrecondition
+                }
+            },
             LogDir { source, .. } => log_dir_code(source),
             NotFound { .. }
             | ImageNotFound { .. }
