@@ -30,9 +30,8 @@ pub fn dump(container: &mut Container, images_dir: &Path, work_dir: &Path) -> Re
     };
     container.checkpoint(&opts).map_err(|err| {
         let mut message = format!("criu dump: {}", error_chain(&err));
-        let log = work_dir.join("dump.log");
-        if let Some(reason) = criu_errors(&log) {
-            message.push_str(&format!(": {reason} (CRIU's log: {})", log.display()));
+        if let Some(reason) = criu_errors(&work_dir.join("dump.log")) {
+            message.push_str(&format!(": {reason}"));
         }
         message
     })

@@ -338,6 +338,7 @@ impl Shims for FakeShims {
             }
             Request::State => lock(&self.states).get(dir).cloned().map(Response::State),
             Request::Checkpoint(c) => Some(if self.journal.step("criu dump") {
+                let _ = std::fs::write(c.work_dir.join("dump.log"), "Error (criu/cr-dump.c:1)");
                 Response::error(
                     berth_shim_api::protocol::ErrorCode::Failed,
                     "criu dump: injected: Error (criu/cr-dump.c:1): injected",

@@ -111,6 +111,11 @@ else
 fi
 check "exec works after the checkpoint" "ckpt" "$(cri exec "$ctr_id" cat /marker 2>&1)"
 
+# Its namespaces: the restored one must be in the same pod ones.
+pid_of() { cri inspect "$1" 2>/dev/null | jq -r .info.pid; }
+namespaces() { for ns in net ipc uts; do readlink "/proc/$1/ns/$ns"; done | tr '\n' ' '; }
+pod_namespaces="$(namespaces "$(pid_of "$ctr_id")")"
+
 # The restore: the original goes, and a container created in its pod from
 # the archive (its path as the image) counts on from the dump.
 cri rm -f "$ctr_id" >/dev/null || fail "the original is removed" "$(berthd_tail)"
@@ -144,6 +149,13 @@ else
 fi
 check "the restored container runs" CONTAINER_RUNNING \
   "$(cri inspect "$restored" 2>/dev/null | jq -r .status.state)"
+restored_pid="$(pid_of "$restored")"
+check "its init is the shim's child" berth-shim \
+  "$(ps -o comm= -p "$(ps -o ppid= -p "$restored_pid" | tr -d ' ')" 2>&1)"
+check "it is in its own scope" "berth-$restored.scope" \
+  "$(sed -n 's|^0::.*/||p' "/proc/$restored_pid/cgroup")"
+check "it is in the pod's net, ipc and uts namespaces" "$pod_namespaces" \
+  "$(namespaces "$restored_pid")"
 check "its rootfs has the file it wrote" "ckpt" "$(cri exec "$restored" cat /marker 2>&1)"
 check "and not the one it removed" "gone" \
   "$(cri exec "$restored" sh -c 'test -e /bin/wget && echo there || echo gone' 2>&1)"

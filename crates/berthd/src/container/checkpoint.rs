@@ -30,6 +30,18 @@ impl ContainerManager {
         if !self.is_running(&record).await {
             return Err(ContainerError::NotRunning { id: record.id });
         }
+        // kubelet makes the directory; a missing one is found before the dump.
+        let parent = location.parent().unwrap_or(Path::new("/"));
+        if !parent.is_dir() {
+            return Err(ContainerError::CheckpointLocation {
+                id: record.id,
+                location: location.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("{} is not a directory", parent.display()),
+                ),
+            });
+        }
         self.criu_usable()
             .await
             .map_err(|reason| ContainerError::CheckpointUnavailable {
@@ -38,7 +50,15 @@ impl ContainerManager {
             })?;
         let work = record.layer_dir.join("checkpoint.work");
         let _ = std::fs::remove_dir_all(&work);
-        let result = self.dump_into(&record, &work, location, timeout).await;
+        let mut result = self.dump_into(&record, &work, location, timeout).await;
+        // The work dir goes; CRIU's account of a failed dump stays with
+        // the shim's files until the container is removed.
+        if let Err(ContainerError::CheckpointFailed { message, .. }) = &mut result {
+            let kept = record.shim_dir.join(archive::DUMP_LOG);
+            if std::fs::copy(work.join(archive::DUMP_LOG), &kept).is_ok() {
+                message.push_str(&format!(" (CRIU's log: {})", kept.display()));
+            }
+        }
         if let Err(err) = std::fs::remove_dir_all(&work) {
             tracing::warn!(id = %record.id, %err, "removing the checkpoint's work dir");
         }
@@ -91,6 +111,19 @@ impl ContainerManager {
                 })
             }
             Ok(other) => return Err(shim_answer(record, &other)),
+            // The shim is still in CRIU; it unfreezes the container when
+            // the dump fails on its removed work dir.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(ContainerError::CheckpointTimedOut {
+                    id: record.id.clone(),
+                    after: timeout,
+                })
+            }
             Err(err) => return Err(shim_unreachable(record, err)),
         }
         let spec =
@@ -118,15 +151,12 @@ impl ContainerManager {
         })?;
         std::fs::write(work.join(archive::DELETED_FILES), deleted)
             .map_err(io("writing deleted.files"))?;
-        archive::write_archive(work, location).map_err(|err| {
-            ContainerError::io(
-                format!(
-                    "checkpointing container {}: writing the archive {}",
-                    record.id,
-                    location.display()
-                ),
-                err,
-            )
+        archive::write_archive(work, location).map_err(|source| {
+            ContainerError::CheckpointLocation {
+                id: record.id.clone(),
+                location: location.to_path_buf(),
+                source,
+            }
         })?;
         tracing::info!(id = %record.id, location = %location.display(), "checkpointed");
         Ok(())

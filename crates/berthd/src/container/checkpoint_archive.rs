@@ -289,10 +289,22 @@ pub struct Unpacked {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {}", with_causes(source))]
     Io { path: PathBuf, source: io::Error },
     #[error("{path} is not a checkpoint archive: {reason}")]
     NotACheckpoint { path: PathBuf, reason: String },
+}
+
+/// An I/O error with what it wraps: the tar crate's errors say which entry
+/// failed and keep the reason inside.
+fn with_causes(err: &io::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        text.push_str(&format!(": {inner}"));
+        cause = inner.source();
+    }
+    text
 }
 
 /// Unpacks the archive at `archive` into `dir` and reads its
@@ -334,17 +346,19 @@ pub fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked, ArchiveError> {
 /// Reads `config.dump` from the archive without unpacking the rest: what
 /// CreateContainer needs before it makes anything.
 pub fn read_config_dump(archive: &Path) -> Result<ConfigDump, ArchiveError> {
-    let io_err = |source| ArchiveError::Io {
-        path: archive.to_path_buf(),
-        source,
-    };
     let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
         path: archive.to_path_buf(),
         reason,
     };
-    let mut tar = tar::Archive::new(File::open(archive).map_err(io_err)?);
-    for entry in tar.entries().map_err(io_err)? {
-        let mut entry = entry.map_err(io_err)?;
+    let file = File::open(archive).map_err(|source| ArchiveError::Io {
+        path: archive.to_path_buf(),
+        source,
+    })?;
+    // Past the open, a read that fails is a file that is no tar archive.
+    let unreadable = |e: io::Error| not_a_checkpoint(format!("not a tar archive: {e}"));
+    let mut tar = tar::Archive::new(file);
+    for entry in tar.entries().map_err(unreadable)? {
+        let mut entry = entry.map_err(unreadable)?;
         let is_config = entry
             .path()
             .map(|p| p.components().eq(Path::new(CONFIG_DUMP).components()))
@@ -352,7 +366,7 @@ pub fn read_config_dump(archive: &Path) -> Result<ConfigDump, ArchiveError> {
         if is_config {
             let mut bytes = Vec::new();
             io::Read::read_to_end(&mut io::Read::take(&mut entry, 1 << 20), &mut bytes)
-                .map_err(io_err)?;
+                .map_err(unreadable)?;
             return serde_json::from_slice(&bytes)
                 .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")));
         }

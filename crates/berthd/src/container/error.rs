@@ -78,6 +78,18 @@ pub enum ContainerError {
     /// The request's image is a checkpoint archive that cannot be used.
     #[error("checkpoint archive: {0}")]
     CheckpointArchive(#[from] super::checkpoint_archive::ArchiveError),
+    /// The archive cannot be written where the request said.
+    #[error("checkpointing container {id}: writing the archive {location:?}: {source}")]
+    CheckpointLocation {
+        id: String,
+        location: PathBuf,
+        source: io::Error,
+    },
+    #[error("checkpointing container {id}: CRIU did not finish within {after:?}")]
+    CheckpointTimedOut {
+        id: String,
+        after: std::time::Duration,
+    },
     /// CRIU's dump failed; the message ends with CRIU's own error lines.
     #[error("checkpointing container {id}: {message}")]
     CheckpointFailed { id: String, message: String },

@@ -31,7 +31,7 @@ impl From<ContainerError> for Status {
             | TargetNotFound { .. } => Code::NotFound,
             AmbiguousId(_) | Spec(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
-            CreateTimedOut { .. } => Code::DeadlineExceeded,
+            CreateTimedOut { .. } | CheckpointTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
             // its present state on this node: kubelet shows the message.
             TargetInOtherSandbox { .. }
@@ -42,6 +42,7 @@ impl From<ContainerError> for Status {
             | ExecRefused { .. }
             | NotRunning { .. }
             | CheckpointUnavailable { .. }
+            | CheckpointLocation { .. }
             | UpdateRefused { .. } => Code::FailedPrecondition,
             DidNotStop { .. }
             | CheckpointFailed { .. }
