@@ -48,8 +48,12 @@ impl ContainerManager {
                 id: record.id.clone(),
                 reason,
             })?;
-        let work = record.layer_dir.join("checkpoint.work");
-        let _ = std::fs::remove_dir_all(&work);
+        // One work dir per call: two checkpoints of one container must not
+        // share it (the shim runs their dumps one after the other). One a
+        // crash leaves goes with the container's layer dir.
+        let work = record
+            .layer_dir
+            .join(format!("checkpoint-{}", crate::clock::now_nanos()));
         let mut result = self.dump_into(&record, &work, location, timeout).await;
         // The work dir goes; CRIU's account of a failed dump stays with
         // the shim's files until the container is removed.
