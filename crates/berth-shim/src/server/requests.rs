@@ -84,7 +84,7 @@ impl Server {
     /// loop records is the restored init's.
     fn restore(&mut self, dir: &std::path::Path) -> Response {
         let Some(stdio) = self.restore_stdio.as_ref() else {
-            return Response::error(ErrorCode::InvalidState, "the restore was already tried");
+            return Response::error(ErrorCode::InvalidState, "nothing is left to restore");
         };
         let placeholder = self.init.pid;
         let input = crate::checkpoint::RestoreInput {
