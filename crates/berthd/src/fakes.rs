@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use berth_network::cni::{AddResult, CniError, NetworkConfigList, PodNetwork};
 use berth_shim_api::protocol::{Request, Response, RunState, StateInfo};
 
-use crate::container::host::{Criu, RootfsMounts, Shims};
+use crate::container::host::{Criu, CriuUnusable, RootfsMounts, Shims};
 use crate::container::rootfs::{RootfsError, RootfsPaths};
 use crate::container::shim::ShimLaunch;
 use crate::container::ContainerError;
@@ -402,9 +402,15 @@ pub struct FakeCriu {
 
 #[async_trait]
 impl Criu for FakeCriu {
-    async fn check(&self) -> Result<(), String> {
+    async fn check(&self) -> Result<(), CriuUnusable> {
+        if self.journal.step("criu check slow") {
+            return Err(CriuUnusable::TimedOut(120));
+        }
         if self.journal.step("criu check") {
-            return Err("Error (criu/vdso.c:381): vdso: injected".to_string());
+            return Err(CriuUnusable::CheckFailed {
+                status: "exit status: 1".into(),
+                reason: "Error (criu/vdso.c:381): vdso: injected".into(),
+            });
         }
         Ok(())
     }

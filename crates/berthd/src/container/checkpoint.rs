@@ -8,6 +8,7 @@ use std::time::Duration;
 use berth_shim_api::protocol::{CheckpointRequest, ErrorCode, Request, Response};
 
 use super::checkpoint_archive::{self as archive, ContainerFacts};
+use super::host::CriuUnusable;
 use super::rootfs::RootfsPaths;
 use super::store::ContainerRecord;
 use super::{shim_answer, shim_unreachable, ContainerError, ContainerManager};
@@ -69,12 +70,18 @@ impl ContainerManager {
         result
     }
 
-    /// `criu check`, run once: its answer does not change while berthd runs.
-    async fn criu_usable(&self) -> Result<(), String> {
-        self.criu_check
-            .get_or_init(|| async { self.criu.check().await })
-            .await
-            .clone()
+    /// `criu check`, run once: its answer does not change while berthd
+    /// runs. A probe that timed out tells nothing and is asked again.
+    async fn criu_usable(&self) -> Result<(), CriuUnusable> {
+        let mut cached = self.criu_check.lock().await;
+        if let Some(known) = cached.as_ref() {
+            return known.clone();
+        }
+        let answer = self.criu.check().await;
+        if !matches!(answer, Err(CriuUnusable::TimedOut(_))) {
+            *cached = Some(answer.clone());
+        }
+        answer
     }
 
     async fn dump_into(

@@ -74,7 +74,10 @@ pub enum ContainerError {
     NotRunning { id: String },
     /// CRIU is missing or cannot run on this node (`criu check` failed).
     #[error("cannot checkpoint container {id}: CRIU cannot run on this node: {reason}")]
-    CheckpointUnavailable { id: String, reason: String },
+    CheckpointUnavailable {
+        id: String,
+        reason: super::host::CriuUnusable,
+    },
     /// The request's image is a checkpoint archive that cannot be used.
     #[error("checkpoint archive: {0}")]
     CheckpointArchive(#[from] super::checkpoint_archive::ArchiveError),

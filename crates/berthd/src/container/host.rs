@@ -129,9 +129,23 @@ impl Shims for ShimProcesses {
 /// dump itself runs in the shim, which is the container's parent.
 #[async_trait]
 pub trait Criu: Send + Sync {
-    /// `criu check`: Ok, or CRIU's own reason why not (its first error
-    /// line), or that it is not installed.
-    async fn check(&self) -> Result<(), String>;
+    /// `criu check`.
+    async fn check(&self) -> Result<(), CriuUnusable>;
+}
+
+/// Why CRIU cannot checkpoint here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CriuUnusable {
+    #[error("criu is not installed (no `criu` on PATH)")]
+    NotInstalled,
+    #[error("cannot run `criu check`: {0}")]
+    Spawn(String),
+    /// CRIU's own reason: its first error line.
+    #[error("`criu check` failed ({status}): {reason}")]
+    CheckFailed { status: String, reason: String },
+    /// Says nothing about CRIU (a busy node): not kept, asked again.
+    #[error("`criu check` did not finish in {0} s")]
+    TimedOut(u64),
 }
 
 /// The `criu` binary on `PATH` (where libcontainer's CRIU client looks).
@@ -142,23 +156,18 @@ const CRIU_CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[async_trait]
 impl Criu for CriuBinary {
-    async fn check(&self) -> Result<(), String> {
+    async fn check(&self) -> Result<(), CriuUnusable> {
         let run = tokio::process::Command::new("criu")
             .arg("check")
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output();
         let output = match tokio::time::timeout(CRIU_CHECK_TIMEOUT, run).await {
-            Err(_) => {
-                return Err(format!(
-                    "`criu check` did not finish in {} s",
-                    CRIU_CHECK_TIMEOUT.as_secs()
-                ))
-            }
+            Err(_) => return Err(CriuUnusable::TimedOut(CRIU_CHECK_TIMEOUT.as_secs())),
             Ok(Err(err)) if err.kind() == io::ErrorKind::NotFound => {
-                return Err("criu is not installed (no `criu` on PATH)".to_string())
+                return Err(CriuUnusable::NotInstalled)
             }
-            Ok(Err(err)) => return Err(format!("cannot run `criu check`: {err}")),
+            Ok(Err(err)) => return Err(CriuUnusable::Spawn(err.to_string())),
             Ok(Ok(output)) => output,
         };
         if output.status.success() {
@@ -169,11 +178,10 @@ impl Criu for CriuBinary {
             String::from_utf8_lossy(&output.stderr),
             String::from_utf8_lossy(&output.stdout)
         );
-        Err(format!(
-            "`criu check` failed ({}): {}",
-            output.status,
-            criu_reason(&text)
-        ))
+        Err(CriuUnusable::CheckFailed {
+            status: output.status.to_string(),
+            reason: criu_reason(&text),
+        })
     }
 }
 

@@ -560,6 +560,15 @@ async fn a_checkpoint_needs_a_running_container_and_criu_probed_once() {
         .expect_err("created, not running");
     assert!(matches!(err, ContainerError::NotRunning { .. }), "{err}");
     f.manager.start(&id).await.expect("start");
+    // A probe that timed out is asked again; a failed one is kept.
+    f.journal.fail("criu check slow");
+    let err = f
+        .manager
+        .checkpoint(&id, &location, Duration::ZERO)
+        .await
+        .expect_err("criu check timed out");
+    assert!(err.to_string().contains("did not finish"), "{err}");
+    f.journal.heal();
     f.journal.fail("criu check");
     f.journal.clear();
     for _ in 0..2 {
@@ -575,7 +584,11 @@ async fn a_checkpoint_needs_a_running_container_and_criu_probed_once() {
             "{text}"
         );
     }
-    assert_eq!(f.journal.entries(), ["criu check"], "probed once, no dump");
+    assert_eq!(
+        f.journal.entries(),
+        ["criu check slow", "criu check"],
+        "probed once more, then kept; no dump"
+    );
     assert!(!location.exists());
     let state = f
         .manager

@@ -68,8 +68,9 @@ pub struct ContainerManager {
     pub cdi_spec_dirs: Vec<PathBuf>,
     /// CRIU, for checkpoints.
     pub criu: Arc<dyn host::Criu>,
-    /// Whether CRIU can run here: probed at the first checkpoint, kept.
-    pub criu_check: tokio::sync::OnceCell<Result<(), String>>,
+    /// Whether CRIU can run here: probed at the first checkpoint, kept
+    /// (but for a probe that timed out).
+    pub criu_check: tokio::sync::Mutex<Option<Result<(), host::CriuUnusable>>>,
 }
 
 impl ContainerManager {
