@@ -12,6 +12,8 @@
 //! ← {"result":"ok"}
 //! → {"op":"state"}
 //! ← {"result":"state","id":"c1","status":"stopped","pid":4242,"exit_code":143,...}
+//! → {"op":"checkpoint","images_dir":"/w/checkpoint","work_dir":"/w"}
+//! ← {"result":"ok"}
 //! → {"op":"exec","args":["echo","hi"],"timeout_s":5}
 //! ← {"result":"exec","exit_code":0,"stdout":"aGkK","stderr":"","timed_out":false,...}
 //! → {"op":"nope"}
@@ -362,6 +364,19 @@ mod tests {
             serde_json::to_value(Response::Exited { exit_code: 130 }).expect("json"),
             json!({"result": "exited", "exit_code": 130})
         );
+    }
+
+    #[test]
+    fn checkpoint_request() {
+        let r = parse(json!({"op": "checkpoint", "images_dir": "/w/checkpoint", "work_dir": "/w"}));
+        assert_eq!(
+            r,
+            Request::Checkpoint(CheckpointRequest {
+                images_dir: "/w/checkpoint".into(),
+                work_dir: "/w".into(),
+            })
+        );
+        assert!(serde_json::from_value::<Request>(json!({"op": "checkpoint"})).is_err());
     }
 
     #[test]
