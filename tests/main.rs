@@ -7,6 +7,7 @@
 
 mod cdi;
 mod chaos;
+mod checkpoints;
 mod containers;
 mod crash_safety;
 mod debug_target;

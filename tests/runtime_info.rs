@@ -155,20 +155,18 @@ async fn status_lists_the_default_handler_and_only_real_features() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn unbuilt_rpcs_are_unimplemented_and_named() {
+async fn checkpoint_without_a_container_id_is_invalid_and_names_the_field() {
+    // CheckpointContainer is served (see tests/checkpoints.rs): an empty
+    // request is the client's mistake, not a missing RPC.
     let berthd = Berthd::start("");
     let err = berthd
         .runtime_client()
         .await
         .checkpoint_container(CheckpointContainerRequest::default())
         .await
-        .expect_err("not built yet");
-    assert_eq!(err.code(), tonic::Code::Unimplemented);
-    assert!(
-        err.message().contains("CheckpointContainer"),
-        "{}",
-        err.message()
-    );
+        .expect_err("empty request");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("container_id"), "{}", err.message());
 }
 
 #[tokio::test(flavor = "multi_thread")]

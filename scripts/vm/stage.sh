@@ -8,9 +8,11 @@
 #      their limits in cpu.max/memory.max, see only their own cgroup
 #      (/proc/self/cgroup is 0::/), read their memory.max, have crictl stats
 #      rows, and are gone with their pod;
-#   2. critest v1.36.0 against berthd there, compared on the host with
+#   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
+#      the development host's kernel), and a restore from the archive;
+#   3. critest v1.36.0 against berthd there, compared on the host with
 #      tests/critest-expected-failures-guest.txt;
-#   3. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
+#   4. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
 #      kube-apiserver and kubelet v1.36.4 with cgroupDriver unset, which must
 #      take systemd from berth, and its scenarios, among them a static pod
 #      with limits (scopes in the pod's slice, gone with the pod) and
@@ -22,6 +24,8 @@
 # so by default critest runs the focused subset BERTH_VM_CRITEST_FOCUS and
 # the Kubernetes stage the scenarios BERTH_VM_K8S_FOCUS (defaults below);
 # --full runs all of both. "all" runs all of one, "none" leaves it out.
+# BERTH_VM_NODE_CHECKS=0 and BERTH_VM_CHECKPOINT_CHECK=0 leave out those
+# parts (with both focuses "none", one part runs alone while developing it).
 # Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR) and the
 # Kubernetes binaries (scripts/k8s/install.sh, built when missing).
 set -euo pipefail
@@ -32,9 +36,10 @@ cd "$repo"
 # resources, stats, namespaces and exec, which all go through the driver.
 default_focus='PodSandbox|Container runtime should support (basic operations|removing|execSync|listing)|should support (container|pod) stats|NamespaceOption|update container resources|UpdateContainerResources'
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
-# The node, the static pod the real-node checks need, and debug --target
-# (all of it: the fix it proves is in how containers join a namespace).
-k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target)}"
+# The node, the static pod the real-node checks need, debug --target
+# (all of it: the fix it proves is in how containers join a namespace), and
+# kubelet's checkpoint API, which reaches CRIU only here.
+k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint)}"
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
@@ -66,8 +71,14 @@ log "guest up after $((SECONDS - start)) s"
 vm_run /mnt/share/load-images.sh >&2
 
 status=0
-log "node checks"
-vm_run bash /mnt/share/scripts/vm/in-guest/node-checks.sh /root/node /mnt/share/bin || status=1
+if [[ "${BERTH_VM_NODE_CHECKS:-1}" != 0 ]]; then
+  log "node checks"
+  vm_run bash /mnt/share/scripts/vm/in-guest/node-checks.sh /root/node /mnt/share/bin || status=1
+fi
+if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
+  log "checkpoint check"
+  vm_run bash /mnt/share/scripts/vm/in-guest/checkpoint-check.sh /root/ckpt /mnt/share/bin || status=1
+fi
 
 if [[ "$focus" != none ]]; then
   log "critest in the guest (${focus:0:60}...)"

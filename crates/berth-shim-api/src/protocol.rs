@@ -12,6 +12,8 @@
 //! ← {"result":"ok"}
 //! → {"op":"state"}
 //! ← {"result":"state","id":"c1","status":"stopped","pid":4242,"exit_code":143,...}
+//! → {"op":"checkpoint","images_dir":"/w/checkpoint","work_dir":"/w"}
+//! ← {"result":"ok"}
 //! → {"op":"exec","args":["echo","hi"],"timeout_s":5}
 //! ← {"result":"exec","exit_code":0,"stdout":"aGkK","stderr":"","timed_out":false,...}
 //! → {"op":"nope"}
@@ -60,6 +62,17 @@ pub enum Request {
     /// Kill the container if it still runs, wait for it, remove its
     /// libcontainer state and cgroup, answer, and exit.
     Shutdown,
+    /// Dump the running container's processes with CRIU into `images_dir`
+    /// and leave them running; CRIU's `dump.log` and `stats-dump` go to
+    /// `work_dir`. The shim answers nothing else until CRIU is done.
+    Checkpoint(CheckpointRequest),
+}
+
+/// `checkpoint`: where CRIU writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRequest {
+    pub images_dir: std::path::PathBuf,
+    pub work_dir: std::path::PathBuf,
 }
 
 /// A signal by number (`15`) or by name (`"SIGTERM"`, `"TERM"`, `"15"`).
@@ -351,6 +364,19 @@ mod tests {
             serde_json::to_value(Response::Exited { exit_code: 130 }).expect("json"),
             json!({"result": "exited", "exit_code": 130})
         );
+    }
+
+    #[test]
+    fn checkpoint_request() {
+        let r = parse(json!({"op": "checkpoint", "images_dir": "/w/checkpoint", "work_dir": "/w"}));
+        assert_eq!(
+            r,
+            Request::Checkpoint(CheckpointRequest {
+                images_dir: "/w/checkpoint".into(),
+                work_dir: "/w".into(),
+            })
+        );
+        assert!(serde_json::from_value::<Request>(json!({"op": "checkpoint"})).is_err());
     }
 
     #[test]

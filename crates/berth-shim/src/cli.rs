@@ -40,6 +40,12 @@ pub struct Args {
     /// (CRI `stdin_once`; pipes only, a terminal stays open).
     #[arg(long, requires = "stdin")]
     pub stdin_once: bool,
+    /// Restore instead of start: DIR holds an unpacked checkpoint archive
+    /// (`checkpoint/` with CRIU's images). The container is created as
+    /// usual, and `start` restores the dumped processes into it with CRIU
+    /// in place of its init.
+    #[arg(long, value_name = "DIR")]
+    pub restore: Option<PathBuf>,
     /// Longest log line before it is split into partial records (0: no limit).
     #[arg(long, default_value_t = DEFAULT_MAX_LINE)]
     pub max_log_line: usize,

@@ -45,6 +45,8 @@ pub enum SetupError {
     NoPid,
     #[error("receiving the pty master: {0}")]
     Console(std::io::Error),
+    #[error("a container with a terminal cannot be restored from a checkpoint")]
+    RestoreTty,
 }
 
 /// The command line, with paths made absolute and checked.
@@ -60,6 +62,8 @@ pub struct ShimConfig {
     pub stdin: bool,
     pub stdin_once: bool,
     pub max_log_line: usize,
+    /// An unpacked checkpoint to restore at `start` (`--restore`).
+    pub restore: Option<PathBuf>,
 }
 
 impl ShimConfig {
@@ -85,6 +89,10 @@ impl ShimConfig {
             stdin: args.stdin,
             stdin_once: args.stdin_once,
             max_log_line: args.max_log_line,
+            restore: match &args.restore {
+                Some(dir) => Some(canonical("checkpoint", dir)?),
+                None => None,
+            },
         })
     }
 }
@@ -137,6 +145,10 @@ pub struct Created {
     pub pty: Option<OwnedFd>,
     pub log: LogFile,
     pub bundle: BundleInfo,
+    /// With `--restore`: copies of the container's stdin, stdout and
+    /// stderr ends, for the restored processes (the placeholder init's
+    /// copies die with it).
+    pub restore_stdio: Option<[OwnedFd; 3]>,
 }
 
 pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
@@ -147,7 +159,11 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             spec: bundle.terminal,
         });
     }
+    if cfg.tty && cfg.restore.is_some() {
+        return Err(SetupError::RestoreTty);
+    }
     let log = LogFile::open(cfg.log_path.clone()).map_err(SetupError::Log)?;
+    let mut restore_stdio = None;
     let systemd_cgroup = bundle
         .cgroups_path
         .as_deref()
@@ -212,6 +228,13 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             let null = File::open("/dev/null").map_err(|e| SetupError::Sys("/dev/null", e))?;
             (null.into(), None)
         };
+        if cfg.restore.is_some() {
+            let copy = |fd: &OwnedFd| {
+                fd.try_clone()
+                    .map_err(|e| SetupError::Sys("copying the container's stdio", e))
+            };
+            restore_stdio = Some([copy(&child_stdin)?, copy(&out_w)?, copy(&err_w)?]);
+        }
         let container = match cfg.container.create(
             &cfg.bundle,
             InitStdio::Pipes {
@@ -256,6 +279,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         pty,
         log,
         bundle,
+        restore_stdio,
     })
 }
 

@@ -22,7 +22,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::cgroup_driver::{self, RealHost};
 use crate::config::{Config, ConfigSource};
-use crate::container::host::{OverlayMounts, ShimProcesses};
+use crate::container::host::{CriuBinary, OverlayMounts, ShimProcesses};
 use crate::container::store::ContainerStore;
 use crate::container::ContainerManager;
 use crate::layout::{RootLayout, StateLayout};
@@ -116,6 +116,8 @@ fn open_context(
         cgroups: cgroupfs,
         layer_leases: Default::default(),
         cdi_spec_dirs: config.cdi.spec_dirs.clone(),
+        criu: Arc::new(CriuBinary),
+        criu_check: Default::default(),
         features: berth_spec::CgroupFeatures {
             v2: features.v2,
             hugetlb: features.hugetlb,

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use berth_network::cni::{AddResult, CniError, NetworkConfigList, PodNetwork};
 use berth_shim_api::protocol::{Request, Response, RunState, StateInfo};
 
-use crate::container::host::{RootfsMounts, Shims};
+use crate::container::host::{Criu, CriuUnusable, RootfsMounts, Shims};
 use crate::container::idmap::IdmapError;
 use crate::container::idmapped_binds::IdmappedBind;
 use crate::container::rootfs::{RootfsError, RootfsPaths};
@@ -357,6 +357,24 @@ impl Shims for FakeShims {
                 lock(&self.states).remove(dir).map(|_| Response::Ok)
             }
             Request::State => lock(&self.states).get(dir).cloned().map(Response::State),
+            Request::Checkpoint(c) => Some(if self.journal.step("criu dump") {
+                let _ = std::fs::write(c.work_dir.join("dump.log"), "Error (criu/cr-dump.c:1)");
+                Response::error(
+                    berth_shim_api::protocol::ErrorCode::Failed,
+                    "criu dump: injected: Error (criu/cr-dump.c:1): injected",
+                )
+            } else {
+                let written = std::fs::create_dir_all(&c.images_dir)
+                    .and_then(|()| std::fs::write(c.images_dir.join("inventory.img"), "img"))
+                    .and_then(|()| std::fs::write(c.work_dir.join("dump.log"), "log"));
+                match written {
+                    Ok(()) => Response::Ok,
+                    Err(err) => Response::error(
+                        berth_shim_api::protocol::ErrorCode::Failed,
+                        err.to_string(),
+                    ),
+                }
+            }),
             other => Some(Response::error(
                 berth_shim_api::protocol::ErrorCode::BadRequest,
                 format!("the fake does not serve {other:?}"),
@@ -393,6 +411,27 @@ impl Shims for FakeShims {
             unknown: true,
         };
         lock(&self.exits).insert(dir.to_path_buf(), state);
+        Ok(())
+    }
+}
+
+/// CRIU, pretended: `criu check` passes unless the step "criu check" fails.
+pub struct FakeCriu {
+    pub journal: Arc<Journal>,
+}
+
+#[async_trait]
+impl Criu for FakeCriu {
+    async fn check(&self) -> Result<(), CriuUnusable> {
+        if self.journal.step("criu check slow") {
+            return Err(CriuUnusable::TimedOut(120));
+        }
+        if self.journal.step("criu check") {
+            return Err(CriuUnusable::CheckFailed {
+                status: "exit status: 1".into(),
+                reason: "Error (criu/vdso.c:381): vdso: injected".into(),
+            });
+        }
         Ok(())
     }
 }

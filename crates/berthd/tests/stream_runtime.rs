@@ -153,6 +153,8 @@ impl Runtime {
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
             layer_leases: Default::default(),
             cdi_spec_dirs: Vec::new(),
+            criu: Arc::new(berthd::container::host::CriuBinary),
+            criu_check: Default::default(),
             features: berth_spec::CgroupFeatures::default(),
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());
@@ -193,6 +195,7 @@ impl Runtime {
             stdin_once,
             kept_log: &dir.join("failed.shim.log"),
             timeout: shim::CREATE_TIMEOUT,
+            restore: None,
         })
         .await
         .expect("shim created the container");
@@ -220,6 +223,7 @@ impl Runtime {
             cgroups_path: cgroup,
             pid,
             stop_signal: 15,
+            restore_from: None,
         };
         self.containers.store.insert(record.clone());
         self.made.push(record);

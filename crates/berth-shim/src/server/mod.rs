@@ -88,6 +88,9 @@ pub struct Server {
     /// A shutdown was asked for (by this client, if still connected).
     shutdown: Option<Option<u64>>,
     exit_with: Option<i32>,
+    /// `--restore`: the container's stdio ends for the restored processes,
+    /// until `start` restores them.
+    restore_stdio: Option<[std::os::fd::OwnedFd; 3]>,
 }
 
 impl Server {
@@ -139,6 +142,7 @@ impl Server {
             attach,
             shutdown: None,
             exit_with: None,
+            restore_stdio: created.restore_stdio,
         }
     }
 
@@ -384,6 +388,7 @@ impl Server {
             Request::Exec(e) => self.exec(client, e),
             Request::Session(s) => self.start_session(client, s),
             Request::Shutdown => self.begin_shutdown(client),
+            Request::Checkpoint(c) => Some(self.checkpoint(&c)),
         }
     }
 

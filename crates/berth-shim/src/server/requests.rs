@@ -16,7 +16,8 @@ use crate::setup::{pipe, SetupError};
 use crate::signal::signal_number;
 use crate::timestamp;
 use berth_shim_api::protocol::{
-    ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest, SignalArg, StateInfo,
+    CheckpointRequest, ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest,
+    SignalArg, StateInfo,
 };
 
 impl Server {
@@ -41,6 +42,9 @@ impl Server {
         }
         if self.status() != RunState::Created {
             return Response::error(ErrorCode::InvalidState, "the container was already started");
+        }
+        if let Some(dir) = self.cfg.restore.clone() {
+            return self.restore(&dir);
         }
         match self.container.start() {
             Ok(()) => {
@@ -71,6 +75,75 @@ impl Server {
         match send_signal(self.init.pid, sig) {
             Ok(()) | Err(Errno::ESRCH) => Response::Ok,
             Err(e) => Response::error(ErrorCode::Failed, format!("kill: {e}")),
+        }
+    }
+
+    /// `start` of a container created with `--restore`: CRIU restores the
+    /// dumped processes into it, and the placeholder init libcontainer
+    /// created (never started) is killed and reaped here, so the exit the
+    /// loop records is the restored init's.
+    fn restore(&mut self, dir: &std::path::Path) -> Response {
+        let Some(stdio) = self.restore_stdio.as_ref() else {
+            return Response::error(ErrorCode::InvalidState, "nothing is left to restore");
+        };
+        let placeholder = self.init.pid;
+        let input = crate::checkpoint::RestoreInput {
+            images_dir: &dir.join("checkpoint"),
+            work_dir: dir,
+            bundle: &self.cfg.bundle,
+            placeholder,
+            stdio,
+        };
+        tracing::info!(from = %dir.display(), "restoring");
+        let pid = match crate::checkpoint::restore(&input) {
+            Ok(pid) => pid,
+            Err(message) => {
+                tracing::error!(%message, "restore failed");
+                return Response::error(ErrorCode::Failed, message);
+            }
+        };
+        // Only the restored processes hold the container's pipes now.
+        self.restore_stdio = None;
+        let _ = send_signal(placeholder, 9);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(placeholder), None);
+        self.init.pid = pid;
+        if let Err(err) = berth_atomic_file::write_atomic(
+            &self.cfg.files.pid(),
+            pid.to_string().as_bytes(),
+            0o644,
+        ) {
+            tracing::warn!(%err, "cannot rewrite the pid file");
+        }
+        // libcontainer's exec and kill find the container by this state.
+        let saved = self
+            .container
+            .set_pid(pid)
+            .set_status(libcontainer::container::ContainerStatus::Running)
+            .save();
+        if let Err(err) = saved {
+            tracing::warn!(error = %error_chain(&err), "saving the restored container's state");
+        }
+        self.init.started_at = Some(timestamp::now());
+        tracing::info!(pid, "container restored");
+        Response::Ok
+    }
+
+    /// `checkpoint`: blocks the loop while CRIU dumps; the container is
+    /// frozen meanwhile, so it produces no output to drain.
+    pub(super) fn checkpoint(&mut self, req: &CheckpointRequest) -> Response {
+        if self.init.exited.is_some() || self.status() != RunState::Running {
+            return Response::error(ErrorCode::NotRunning, "the container is not running");
+        }
+        tracing::info!(images = ?req.images_dir, "checkpointing");
+        match crate::checkpoint::dump(&mut self.container, &req.images_dir, &req.work_dir) {
+            Ok(()) => {
+                tracing::info!("checkpointed; the container runs on");
+                Response::Ok
+            }
+            Err(message) => {
+                tracing::error!(%message, "checkpoint failed");
+                Response::error(ErrorCode::Failed, message)
+            }
         }
     }
 

@@ -38,6 +38,9 @@ struct Creation<'a> {
     image_name: &'a str,
     /// The config's image volumes, their images found.
     volumes: &'a [ImageVolume],
+    /// A checkpoint archive to restore the container from (its path was
+    /// the request's image).
+    restore_from: Option<&'a Path>,
 }
 
 /// A container's directories.
@@ -82,11 +85,23 @@ impl ContainerManager {
         request_sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, ContainerError> {
         let metadata = config.metadata.clone().unwrap_or_default();
-        let image_name = config
+        let mut config = config;
+        let mut image_name = config
             .image
             .as_ref()
             .map(|image| image.image.clone())
             .unwrap_or_default();
+        // A checkpoint archive as the image (CRI-O's restore): the
+        // container is made from the image the checkpoint was made from,
+        // and its processes come from the archive at start.
+        let restore_from = super::checkpoint::restore_source(&image_name)?;
+        if let Some((_, source_image)) = &restore_from {
+            image_name = source_image.clone();
+            if let Some(image) = config.image.as_mut() {
+                image.image = source_image.clone();
+            }
+        }
+        let restore_from = restore_from.map(|(archive, _)| archive);
         let sandbox_handle =
             self.sandboxes
                 .find(sandbox_id)?
@@ -133,6 +148,7 @@ impl ContainerManager {
             image: &image,
             image_name: &image_name,
             volumes: &volumes,
+            restore_from: restore_from.as_deref(),
         };
         match self.set_up(&creation, &mut undo).await {
             Ok(record) => {
@@ -175,6 +191,13 @@ impl ContainerManager {
         };
         let rootfs = self.mount_rootfs(c.image, &dirs, idmap, undo)?;
         let sources = self.mount_image_volumes(c.volumes, &rootfs)?;
+        let restore_dir = match c.restore_from {
+            Some(archive) => Some(
+                super::checkpoint::prepare_restore(c.id, archive, &dirs.layer, &rootfs.merged)
+                    .await?,
+            ),
+            None => None,
+        };
         let target_pid = self.target_pid(c.config, &c.sandbox.id).await?;
         let user_files = image_files::read_user_files(&rootfs.merged).await?;
         let spec_config = image_volumes::bind_config(c.config, &sources);
@@ -205,6 +228,7 @@ impl ContainerManager {
                 stdin_once: c.config.stdin_once,
                 kept_log: &shim_log::kept_path(&c.sandbox.dir, c.id),
                 timeout: super::shim::CREATE_TIMEOUT,
+                restore: restore_dir.as_deref(),
             })
             .await?;
         let record = ContainerRecord {
@@ -225,6 +249,7 @@ impl ContainerManager {
             cgroup_path: spec.cgroup_path,
             pid,
             stop_signal: spec.stop_signal,
+            restore_from: c.restore_from.map(Path::to_path_buf),
         };
         self.store.persist(&record)?;
         Ok(record)

@@ -72,6 +72,30 @@ pub enum ContainerError {
     ExecRefused { id: String, message: String },
     #[error("container {id} is not running")]
     NotRunning { id: String },
+    /// CRIU is missing or cannot run on this node (`criu check` failed).
+    #[error("cannot checkpoint container {id}: CRIU cannot run on this node: {reason}")]
+    CheckpointUnavailable {
+        id: String,
+        reason: super::host::CriuUnusable,
+    },
+    /// The request's image is a checkpoint archive that cannot be used.
+    #[error("checkpoint archive: {0}")]
+    CheckpointArchive(#[from] super::checkpoint_archive::ArchiveError),
+    /// The archive cannot be written where the request said.
+    #[error("checkpointing container {id}: writing the archive {location:?}: {source}")]
+    CheckpointLocation {
+        id: String,
+        location: PathBuf,
+        source: io::Error,
+    },
+    #[error("checkpointing container {id}: CRIU did not finish within {after:?}")]
+    CheckpointTimedOut {
+        id: String,
+        after: std::time::Duration,
+    },
+    /// CRIU's dump failed; the message ends with CRIU's own error lines.
+    #[error("checkpointing container {id}: {message}")]
+    CheckpointFailed { id: String, message: String },
     #[error("updating container {id}: {source}")]
     UpdateRefused {
         id: String,

@@ -135,3 +135,97 @@ impl Shims for ShimProcesses {
         shim::record_unknown_exit(dir)
     }
 }
+
+/// CRIU, as far as berthd needs it: whether it can run on this node. The
+/// dump itself runs in the shim, which is the container's parent.
+#[async_trait]
+pub trait Criu: Send + Sync {
+    /// `criu check`.
+    async fn check(&self) -> Result<(), CriuUnusable>;
+}
+
+/// Why CRIU cannot checkpoint here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CriuUnusable {
+    #[error("criu is not installed (no `criu` on PATH)")]
+    NotInstalled,
+    #[error("cannot run `criu check`: {0}")]
+    Spawn(String),
+    /// CRIU's own reason: its first error line.
+    #[error("`criu check` failed ({status}): {reason}")]
+    CheckFailed { status: String, reason: String },
+    /// Says nothing about CRIU (a busy node): not kept, asked again.
+    #[error("`criu check` did not finish in {0} s")]
+    TimedOut(u64),
+}
+
+/// The `criu` binary on `PATH` (where libcontainer's CRIU client looks).
+pub struct CriuBinary;
+
+/// `criu check` takes a second natively; under emulation far longer.
+const CRIU_CHECK_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[async_trait]
+impl Criu for CriuBinary {
+    async fn check(&self) -> Result<(), CriuUnusable> {
+        let run = tokio::process::Command::new("criu")
+            .arg("check")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = match tokio::time::timeout(CRIU_CHECK_TIMEOUT, run).await {
+            Err(_) => return Err(CriuUnusable::TimedOut(CRIU_CHECK_TIMEOUT.as_secs())),
+            Ok(Err(err)) if err.kind() == io::ErrorKind::NotFound => {
+                return Err(CriuUnusable::NotInstalled)
+            }
+            Ok(Err(err)) => return Err(CriuUnusable::Spawn(err.to_string())),
+            Ok(Ok(output)) => output,
+        };
+        if output.status.success() {
+            return Ok(());
+        }
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        Err(CriuUnusable::CheckFailed {
+            status: output.status.to_string(),
+            reason: criu_reason(&text),
+        })
+    }
+}
+
+/// CRIU's first error line: the cause; later ones are its consequences.
+/// Without one, its last line.
+pub fn criu_reason(output: &str) -> String {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .iter()
+        .find(|l| l.starts_with("Error") || l.contains(" Error ("))
+        .or(lines.last())
+        .map(|l| l.to_string())
+        .unwrap_or_else(|| "no output".to_string())
+}
+
+#[cfg(test)]
+mod criu_tests {
+    use super::criu_reason;
+
+    #[test]
+    fn the_first_error_line_is_the_reason() {
+        let out = "Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds\n\
+                   Error (criu/vdso.c:613): vdso: Failed to fill self vdso symtable\n\
+                   Error (criu/crtools.c:260): Could not initialize kernel features detection.\n";
+        assert_eq!(
+            criu_reason(out),
+            "Error (criu/vdso.c:381): vdso: Unexpected rt vDSO area bounds"
+        );
+        assert_eq!(criu_reason("Warn: x\nLooks bad\n"), "Looks bad");
+        assert_eq!(criu_reason(""), "no output");
+    }
+}

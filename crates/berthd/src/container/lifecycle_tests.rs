@@ -5,6 +5,9 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
+
+use berth_shim_api::protocol::RunState;
 
 use berth_cgroups::CgroupManager;
 use berth_image::store::{ImageRecord, ImageStore, LayerRecord};
@@ -15,7 +18,7 @@ use cri_api::v1::{
 
 use super::store::ContainerStore;
 use super::{ContainerError, ContainerManager};
-use crate::fakes::{FakeMounts, FakeShims, Journal};
+use crate::fakes::{FakeCriu, FakeMounts, FakeShims, Journal};
 use crate::sandbox::lifecycle_tests::{fixture as sandbox_fixture, pod, Fixture as Pods};
 
 const IMAGE: &str = "docker.io/library/fake:latest";
@@ -48,6 +51,10 @@ async fn fixture() -> Fixture {
         cgroups: pods.cgroups.clone(),
         layer_leases: Default::default(),
         cdi_spec_dirs: vec![dir.path().join("cdi")],
+        criu: Arc::new(FakeCriu {
+            journal: journal.clone(),
+        }),
+        criu_check: Default::default(),
         features: berth_spec::CgroupFeatures::default(),
     };
     Fixture {
@@ -667,4 +674,163 @@ async fn recovery_unmounts_a_layer_dirs_views_before_deleting_it() {
         ["kill unrecorded shim", "unmount rootfs"]
     );
     assert_no_trace(&f, "swept");
+}
+
+#[tokio::test]
+async fn a_checkpoint_needs_a_running_container_and_criu_probed_once() {
+    let f = fixture().await;
+    let (_, id) = pod_and_container(&f, "app").await;
+    let location = f.dir.path().join("ckpt.tar");
+    let err = f
+        .manager
+        .checkpoint(&id, &location, Duration::ZERO)
+        .await
+        .expect_err("created, not running");
+    assert!(matches!(err, ContainerError::NotRunning { .. }), "{err}");
+    f.manager.start(&id).await.expect("start");
+    // A probe that timed out is asked again; a failed one is kept.
+    f.journal.fail("criu check slow");
+    let err = f
+        .manager
+        .checkpoint(&id, &location, Duration::ZERO)
+        .await
+        .expect_err("criu check timed out");
+    assert!(err.to_string().contains("did not finish"), "{err}");
+    f.journal.heal();
+    f.journal.fail("criu check");
+    f.journal.clear();
+    for _ in 0..2 {
+        let err = f
+            .manager
+            .checkpoint(&id, &location, Duration::ZERO)
+            .await
+            .expect_err("criu cannot run");
+        let text = err.to_string();
+        assert!(matches!(err, ContainerError::CheckpointUnavailable { .. }));
+        assert!(
+            text.contains(&id) && text.contains("vdso: injected"),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        f.journal.entries(),
+        ["criu check slow", "criu check"],
+        "probed once more, then kept; no dump"
+    );
+    assert!(!location.exists());
+    let state = f
+        .manager
+        .state(&f.manager.get(&id).await.expect("record"))
+        .await;
+    assert_eq!(state.map(|s| s.status), Some(RunState::Running));
+}
+
+#[tokio::test]
+async fn a_checkpoint_writes_the_archive_and_a_failed_dump_leaves_none() {
+    let f = fixture().await;
+    f.journal.heal();
+    let (_, id) = pod_and_container(&f, "app").await;
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    let upper = record.layer_dir.join("upper");
+    std::fs::create_dir_all(upper.join("data")).expect("upper");
+    std::fs::write(upper.join("data/count"), "41").expect("file");
+
+    let failed = f.dir.path().join("failed.tar");
+    f.journal.fail("criu dump");
+    let err = f
+        .manager
+        .checkpoint(&id, &failed, Duration::ZERO)
+        .await
+        .expect_err("dump fails");
+    assert!(
+        matches!(err, ContainerError::CheckpointFailed { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("Error (criu/cr-dump.c:1)"),
+        "{err}"
+    );
+    assert!(!failed.exists());
+    assert_eq!(work_dirs(&record.layer_dir), 0, "the work dir is removed");
+
+    f.journal.heal();
+    let location = f.dir.path().join("ckpt.tar");
+    f.manager
+        .checkpoint(&id, &location, Duration::ZERO)
+        .await
+        .expect("checkpoint");
+    let unpacked =
+        super::checkpoint_archive::unpack(&location, &f.dir.path().join("out")).expect("unpack");
+    assert_eq!(unpacked.config.id, id);
+    assert_eq!(unpacked.config.name, "app");
+    assert_eq!(unpacked.config.rootfs_image_name, IMAGE);
+    for member in ["spec.dump", "rootfs-diff.tar", "deleted.files", "dump.log"] {
+        assert!(unpacked.dir.join(member).is_file(), "{member}");
+    }
+    assert!(unpacked.dir.join("checkpoint/inventory.img").is_file());
+    assert_eq!(work_dirs(&record.layer_dir), 0, "the work dir is removed");
+}
+
+/// The checkpoint work dirs in a layer dir.
+fn work_dirs(layer_dir: &Path) -> usize {
+    std::fs::read_dir(layer_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("checkpoint-"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes() {
+    let f = fixture().await;
+    let (pod_id, id) = pod_and_container(&f, "app").await;
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    std::fs::create_dir_all(record.layer_dir.join("upper/data")).expect("upper");
+    std::fs::write(record.layer_dir.join("upper/data/count"), "41").expect("file");
+    let archive = f.dir.path().join("ckpt.tar");
+    f.manager
+        .checkpoint(&id, &archive, Duration::ZERO)
+        .await
+        .expect("checkpoint");
+    f.manager.remove(&id).await.expect("remove");
+
+    let mut config = container("app");
+    config.image = Some(cri_api::v1::ImageSpec {
+        image: archive.to_string_lossy().into_owned(),
+        ..Default::default()
+    });
+    let restored = f
+        .manager
+        .create(&pod_id, config.clone(), None)
+        .await
+        .expect("create from the archive");
+    let record = f.manager.get(&restored).await.expect("record");
+    assert_eq!(record.restore_from.as_deref(), Some(archive.as_path()));
+    assert_eq!(record.image_ref, IMAGE, "made from the checkpoint's image");
+    assert!(record
+        .layer_dir
+        .join("restore/checkpoint/inventory.img")
+        .is_file());
+    // The fake mount is no overlay: the diff lands in the rootfs dir.
+    let merged = record.bundle.join("rootfs");
+    assert_eq!(
+        std::fs::read_to_string(merged.join("data/count")).expect("applied"),
+        "41"
+    );
+    f.manager.remove(&restored).await.expect("remove");
+
+    // Without the checkpoint's image: NotFound naming it.
+    f.manager.images.remove(IMAGE).expect("remove image");
+    let err = f
+        .manager
+        .create(&pod_id, config, None)
+        .await
+        .expect_err("image gone");
+    assert!(matches!(err, ContainerError::ImageNotFound { .. }), "{err}");
+    assert!(err.to_string().contains(IMAGE), "{err}");
 }

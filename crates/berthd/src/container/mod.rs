@@ -4,6 +4,8 @@
 
 pub mod cdi;
 pub mod cgroup_view;
+mod checkpoint;
+pub mod checkpoint_archive;
 mod create;
 pub mod durations;
 mod error;
@@ -36,6 +38,7 @@ use berth_image::store::{ImageStore, Lease};
 use berth_shim_api::protocol::{Response, RunState, StateInfo};
 use berth_spec::CgroupFeatures;
 
+pub use self::checkpoint::archive_path;
 pub use self::error::ContainerError;
 use self::host::{RootfsMounts, Shims};
 use self::store::{ContainerRecord, ContainerStore};
@@ -65,6 +68,11 @@ pub struct ContainerManager {
     pub layer_leases: std::sync::Mutex<HashMap<String, Lease>>,
     /// Where CDI spec files are read from, lowest priority first.
     pub cdi_spec_dirs: Vec<PathBuf>,
+    /// CRIU, for checkpoints.
+    pub criu: Arc<dyn host::Criu>,
+    /// Whether CRIU can run here: probed at the first checkpoint, kept
+    /// (but for a probe that timed out).
+    pub criu_check: tokio::sync::Mutex<Option<Result<(), host::CriuUnusable>>>,
 }
 
 impl ContainerManager {

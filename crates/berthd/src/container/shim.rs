@@ -32,6 +32,8 @@ pub struct ShimLaunch<'a> {
     pub kept_log: &'a Path,
     /// How long the create may take ([`CREATE_TIMEOUT`] but in tests).
     pub timeout: Duration,
+    /// An unpacked checkpoint whose processes `start` restores.
+    pub restore: Option<&'a Path>,
 }
 
 /// Starts a shim and waits until it reports the container created. Returns
@@ -52,6 +54,9 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
     }
     if launch.tty {
         command.arg("--tty");
+    }
+    if let Some(dir) = launch.restore {
+        command.arg("--restore").arg(dir);
     }
     if launch.stdin {
         command.arg("--stdin");
@@ -246,6 +251,7 @@ mod tests {
             stdin_once: false,
             kept_log: &tmp.path().join("kept.log"),
             timeout: Duration::from_secs(1),
+            restore: None,
         })
         .await
         .unwrap_err();

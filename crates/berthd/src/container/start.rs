@@ -6,13 +6,22 @@ use berth_shim_api::protocol::{Request, Response};
 
 use super::{shim, shim_answer, shim_log, shim_unreachable, ContainerError, ContainerManager};
 
+/// How much longer than other calls a start that restores may take.
+const RESTORE_TIMEOUT: Duration = Duration::from_secs(600);
+
 impl ContainerManager {
     /// StartContainer.
     pub async fn start(&self, id: &str) -> Result<(), ContainerError> {
         let record = self.get(id).await?;
+        // CRIU restores every page of the checkpoint before it answers.
+        let extra = if record.restore_from.is_some() {
+            RESTORE_TIMEOUT
+        } else {
+            Duration::ZERO
+        };
         match self
             .shims
-            .call(&record.shim_dir, Request::Start, Duration::ZERO)
+            .call(&record.shim_dir, Request::Start, extra)
             .await
         {
             Ok(Response::Ok) => Ok(()),

@@ -47,6 +47,10 @@ pub struct ContainerRecord {
     pub pid: i32,
     /// Signal StopContainer sends first (the image's STOPSIGNAL, else SIGTERM).
     pub stop_signal: i32,
+    /// The checkpoint archive the container was created from: its start
+    /// restores the checkpoint's processes instead of running its command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_from: Option<PathBuf>,
 }
 
 impl ContainerRecord {

@@ -14,6 +14,16 @@ impl From<ContainerError> for Status {
         let code = match &err {
             Sandbox(inner) => return sandbox_code(inner).with(&err),
             Cdi(inner) => cdi_code(inner),
+            // Not one berth can read is the request's fault; one it cannot
+            // read or unpack here is the node's state.
+            CheckpointArchive(inner) => match inner {
+                crate::container::checkpoint_archive::ArchiveError::NotACheckpoint { .. } => {
+                    Code::InvalidArgument
+                }
+                crate::container::checkpoint_archive::ArchiveError::Io { .. } => {
+                    Code::FailedPrecondition
+                }
+            },
             LogDir { source, .. } => log_dir_code(source),
             // The node's filesystem cannot serve the volume as the pod
             // needs it; the request itself is fine.
@@ -25,7 +35,7 @@ impl From<ContainerError> for Status {
             | TargetNotFound { .. } => Code::NotFound,
             AmbiguousId(_) | Spec(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
-            CreateTimedOut { .. } => Code::DeadlineExceeded,
+            CreateTimedOut { .. } | CheckpointTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
             // its present state on this node: kubelet shows the message.
             TargetInOtherSandbox { .. }
@@ -35,8 +45,11 @@ impl From<ContainerError> for Status {
             | StartFailed { .. }
             | ExecRefused { .. }
             | NotRunning { .. }
+            | CheckpointUnavailable { .. }
+            | CheckpointLocation { .. }
             | UpdateRefused { .. } => Code::FailedPrecondition,
             DidNotStop { .. }
+            | CheckpointFailed { .. }
             | ShimUnreachable { .. }
             | ShimAnswer { .. }
             | ShimSpawn { .. }

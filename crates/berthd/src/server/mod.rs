@@ -198,12 +198,6 @@ pub(crate) fn require(field: &str, value: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// The error for an RPC berth does not serve yet; it names the RPC so a
-/// client's log says exactly what is missing.
-pub(crate) fn unimplemented(rpc: &str) -> Status {
-    Status::unimplemented(format!("{rpc} is not implemented by berth yet"))
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
