@@ -217,6 +217,14 @@ async fn a_container_whose_shim_was_killed_is_stopped_and_removed_for_real() {
         )
         .await;
     harness.start_container(&id).await;
+    // Until the init has exec'd `sleep` it is a fork of the shim with the
+    // shim's command line: StartContainer, like `runc start`, returns once
+    // it has let the init go, not once the exec is done.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&["sleep", &marker]).is_empty() {
+        assert!(Instant::now() < deadline, "the container never ran sleep");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let shims = processes_with(&["berth-shim", &id]);
     assert_eq!(shims.len(), 1, "{shims:?}");
     sigkill(shims[0]);
