@@ -16,27 +16,12 @@
 #   checkpoint-check.sh WORK_DIR BIN_DIR
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-work="${1:?WORK_DIR}"
-bin="${2:?BIN_DIR}"
-mkdir -p "$work"
-export PATH="$bin:$PATH"
-sock="unix://$work/berth.sock"
-cat >"$work/crictl.yaml" <<YAML
-runtime-endpoint: $sock
-image-endpoint: $sock
-timeout: 600
-YAML
-cri() { crictl --config "$work/crictl.yaml" "$@"; }
+# shellcheck source=checks.sh
+source "$here/checks.sh" "${1:?WORK_DIR}" "${2:?BIN_DIR}" 600
 image=registry.k8s.io/e2e-test-images/busybox:1.29-2
 
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-check() { if [[ "$3" == "$2" ]]; then pass "$1"; else fail "$1" "want '$2', got '$3'"; fi; }
 finish() {
-  echo "checkpoint-check: $passed passed, $failed failed"
-  [[ "$failed" == 0 ]]
+  checks_done checkpoint-check
   exit
 }
 berthd_tail() { tail -n 8 "$work/berthd.log" | cut -c1-400; }

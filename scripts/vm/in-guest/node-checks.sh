@@ -6,27 +6,10 @@
 #   node-checks.sh WORK_DIR BIN_DIR
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-work="${1:?WORK_DIR}"
-bin="${2:?BIN_DIR}"
-mkdir -p "$work"
-export PATH="$bin:$PATH"
-sock="unix://$work/berth.sock"
-# A config file of its own: crictl warns on stderr about every missing one.
-cat >"$work/crictl.yaml" <<YAML
-runtime-endpoint: $sock
-image-endpoint: $sock
-timeout: 120
-YAML
-cri() { crictl --config "$work/crictl.yaml" "$@"; }
+# shellcheck source=checks.sh
+source "$here/checks.sh" "${1:?WORK_DIR}" "${2:?BIN_DIR}" 120
 image=registry.k8s.io/e2e-test-images/busybox:1.29-2
 limit=67108864
-
-passed=0
-failed=0
-pass() { echo "PASS $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-# check NAME EXPECTED ACTUAL
-check() { if [[ "$3" == "$2" ]]; then pass "$1"; else fail "$1" "want '$2', got '$3'"; fi; }
 
 bash "$here/berthd.sh" start "$work" "$bin" || exit 1
 trap 'bash "$here/berthd.sh" stop "$work"' EXIT
@@ -147,5 +130,4 @@ fi
 check "pod slices berth started are gone" "" \
   "$(systemctl list-units --all --plain --no-legend 'kubepods*' 2>/dev/null)"
 
-echo "node-checks: $passed passed, $failed failed"
-[[ "$failed" == 0 ]]
+checks_done node-checks
