@@ -449,64 +449,35 @@ impl ImagePuller {
             digest: descriptor.digest.clone(),
             message,
         };
-        let unpack_error = |message: String| PullError::Unpack {
-            reference: reference.whole(),
-            digest: layer.blob_digest.clone(),
-            message,
-        };
         let started = Instant::now();
-        let compression = Compression::from_media_type(&layer.media_type)
-            .map_err(|err| unpack_error(err.to_string()))?;
         let declared = declared_size(descriptor).map_err(fetch_error)?;
-        let target = self.store.layer_path(&layer.diff_id)?;
-        let work = self.store.temp_dir()?;
-        let staging = work.path().join("layer");
-        std::fs::create_dir(&staging).map_err(|err| unpack_error(err.to_string()))?;
-
         let (chunks, received_chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
-        let unpack_into = staging.clone();
-        let name = PathBuf::from(&descriptor.digest);
-        // Unpacking is blocking file I/O: off the async workers.
-        let unpacking = tokio::task::spawn_blocking(move || {
-            unpack::unpack_stream(
-                ChunkReader::new(received_chunks),
-                compression,
-                &unpack_into,
-                &name,
-            )
-        });
-        let downloaded = download_into(resolved, descriptor, declared, chunks).await;
-        let unpacked = unpacking
-            .await
-            .map_err(|err| unpack_error(format!("unpack task failed: {err}")));
-        // A failed download also fails the unpack (its stream ends early):
-        // the download's error is the cause. An unpack that stopped reading
-        // ends the download early: then the unpack's error is.
-        let (actual, received) = match downloaded {
-            Err(message) => return Err(fetch_error(message)),
-            Ok(Download::Stopped) => {
-                unpacked?.map_err(|err| unpack_error(err.to_string()))?;
-                return Err(unpack_error("the unpacker stopped reading".to_string()));
+        let feed = async {
+            match download_into(resolved, descriptor, declared, chunks).await {
+                Err(message) => Err(fetch_error(message)),
+                Ok(Download::Stopped) => Ok(false),
+                Ok(Download::Complete { digest, received }) => {
+                    if digest != descriptor.digest {
+                        return Err(fetch_error(format!(
+                            "digest mismatch: the registry sent content with digest {digest}"
+                        )));
+                    }
+                    if received != declared {
+                        return Err(fetch_error(format!(
+                            "size mismatch: expected {declared} bytes, received {received}"
+                        )));
+                    }
+                    Ok(true)
+                }
             }
-            Ok(Download::Complete { digest, received }) => (digest, received),
         };
-        if actual != descriptor.digest {
-            return Err(fetch_error(format!(
-                "digest mismatch: the registry sent content with digest {actual}"
-            )));
-        }
-        if received != declared {
-            return Err(fetch_error(format!(
-                "size mismatch: expected {declared} bytes, received {received}"
-            )));
-        }
-        let unpacked = unpacked?.map_err(|err| unpack_error(err.to_string()))?;
-        check_diff_id(&unpacked, layer).map_err(unpack_error)?;
-        self.store.install(&staging, &target)?;
+        let blob = ChunkReader::new(received_chunks);
+        self.unpack_and_install(reference, layer, blob, feed)
+            .await?;
         tracing::info!(
             image = %reference,
             blob = %descriptor.digest,
-            bytes = received,
+            bytes = declared,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "layer downloaded and unpacked"
         );
@@ -520,6 +491,26 @@ impl ImagePuller {
         blob: PathBuf,
         layer: &LayerRecord,
     ) -> Result<(), PullError> {
+        let file = std::fs::File::open(&blob).map_err(|err| PullError::Unpack {
+            reference: reference.whole(),
+            digest: layer.blob_digest.clone(),
+            message: format!("opening layer blob {}: {err}", blob.display()),
+        })?;
+        self.unpack_and_install(reference, layer, file, async { Ok(true) })
+            .await
+    }
+
+    /// Unpacks the compressed layer read from `blob` into a staging dir (a
+    /// blocking task) while `feed` supplies it, and installs the layer once
+    /// `feed` has checked what it supplied (true; false: it stopped because
+    /// the unpacker stopped reading) and the diff id matches.
+    async fn unpack_and_install(
+        &self,
+        reference: &Reference,
+        layer: &LayerRecord,
+        blob: impl Read + Send + 'static,
+        feed: impl std::future::Future<Output = Result<bool, PullError>>,
+    ) -> Result<(), PullError> {
         let unpack_error = |message: String| PullError::Unpack {
             reference: reference.whole(),
             digest: layer.blob_digest.clone(),
@@ -532,13 +523,23 @@ impl ImagePuller {
         let staging = work.path().join("layer");
         std::fs::create_dir(&staging).map_err(|err| unpack_error(err.to_string()))?;
         let unpack_into = staging.clone();
+        let name = PathBuf::from(&layer.blob_digest);
         // Unpacking is blocking file I/O: off the async workers.
-        let unpacked = tokio::task::spawn_blocking(move || {
-            unpack::unpack_layer(&blob, compression, &unpack_into)
-        })
-        .await
-        .map_err(|err| unpack_error(format!("unpack task failed: {err}")))?
-        .map_err(|err| unpack_error(err.to_string()))?;
+        let unpacking = tokio::task::spawn_blocking(move || {
+            unpack::unpack_stream(blob, compression, &unpack_into, &name)
+        });
+        let fed = feed.await;
+        let unpacked = unpacking
+            .await
+            .map_err(|err| unpack_error(format!("unpack task failed: {err}")));
+        // A failed feed also fails the unpack (its stream ends early): the
+        // feed's error is the cause. An unpack that stopped reading ends
+        // the feed early: then the unpack's error is.
+        if !fed? {
+            unpacked?.map_err(|err| unpack_error(err.to_string()))?;
+            return Err(unpack_error("the unpacker stopped reading".to_string()));
+        }
+        let unpacked = unpacked?.map_err(|err| unpack_error(err.to_string()))?;
         check_diff_id(&unpacked, layer).map_err(unpack_error)?;
         self.store.install(&staging, &target)?;
         Ok(())

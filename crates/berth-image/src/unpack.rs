@@ -25,7 +25,6 @@ mod xattr;
 #[cfg(test)]
 mod tests;
 
-use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -163,29 +162,14 @@ pub enum UnpackError {
     },
 }
 
-/// Unpacks the layer blob stored at `blob` into `dest` (an existing, empty
-/// directory that will serve as one overlayfs lower dir), translating OCI
-/// whiteouts to overlayfs form, and returns the layer's diffID and
-/// uncompressed size.
+/// Unpacks the compressed layer read from `blob` into `dest` (an existing,
+/// empty directory that will serve as one overlayfs lower dir), translating
+/// OCI whiteouts to overlayfs form, and returns the layer's diffID and
+/// uncompressed size; `name` stands for the blob in errors.
 ///
 /// Nothing is ever written outside `dest`: entries that would escape it, or
 /// reach a path through a symlink in the layer, fail the whole unpack. On
 /// error `dest` is left partially populated; the caller discards it.
-pub fn unpack_layer(
-    blob: &Path,
-    compression: Compression,
-    dest: &Path,
-) -> Result<UnpackedLayer, UnpackError> {
-    let file = File::open(blob).map_err(|source| UnpackError::Io {
-        op: "opening layer blob",
-        path: blob.to_path_buf(),
-        source,
-    })?;
-    unpack_stream(file, compression, dest, blob)
-}
-
-/// Unpacks the compressed layer read from `blob` into `dest`, as
-/// [`unpack_layer`] does; `name` stands for the blob in errors.
 pub fn unpack_stream(
     blob: impl Read + 'static,
     compression: Compression,

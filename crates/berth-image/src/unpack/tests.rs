@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use tar::{Builder, EntryType, Header};
 use tempfile::TempDir;
 
-use super::{unpack_layer, Compression, UnpackError, UnpackedLayer};
+use super::{unpack_stream, Compression, UnpackError, UnpackedLayer};
 
 const MTIME: u64 = 1_600_000_000;
 
@@ -133,7 +133,12 @@ impl Fixture {
     ) -> Result<UnpackedLayer, UnpackError> {
         let path = self.tmp.path().join("blob");
         fs::write(&path, blob).unwrap();
-        let result = unpack_layer(&path, compression, &self.dest());
+        let result = unpack_stream(
+            fs::File::open(&path).unwrap(),
+            compression,
+            &self.dest(),
+            &path,
+        );
         fs::remove_file(&path).unwrap();
         result
     }
