@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use berth_tests::host::mounts_under;
+use berth_tests::host::{cgroup_hierarchies, cgroup_subtree, mounts_under, read_procs};
 use berth_tests::pods::{container_config, pids_mentioning, with_pid, Harness, SETTLE};
 use cri_api::v1::{
     ContainerState, ContainerStatus, ContainerStatusRequest, ExecSyncRequest, LinuxContainerConfig,
@@ -321,6 +321,130 @@ async fn containers_survive_a_berthd_sigkill() {
     assert!(mounts.is_empty(), "mounts left: {mounts:?}");
     let shims = pids_mentioning(&harness.berthd.sandbox.dir.path().display().to_string());
     assert!(shims.is_empty(), "shims left running: {shims:?}");
+}
+
+/// Processes whose command line mentions `needle`, zombies excluded (their
+/// command line is empty).
+fn processes_mentioning(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+        })
+        .collect()
+}
+
+/// Waits until no process mentions `needle`; the ones left, if any.
+async fn gone(needle: &str) -> Vec<i32> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        let left = processes_mentioning(needle);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The cgroup dirs (in every hierarchy, under the pod's parent) whose name
+/// is the container's id.
+fn cgroup_dirs_of(parent: &str, id: &str) -> Vec<PathBuf> {
+    cgroup_hierarchies()
+        .into_iter()
+        .flat_map(|h| cgroup_subtree(&h.join(parent.trim_start_matches('/'))))
+        .filter(|dir| dir.file_name().is_some_and(|name| name == id))
+        .collect()
+}
+
+/// A container in its pod's PID namespace does not die with its init: the
+/// shim kills what the init left, StopContainer's SIGKILL reaches every
+/// process (not only the init), and RemoveContainer removes its cgroup in
+/// every hierarchy (the shim does both in the cgroup dirs berthd names).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_in_the_pod_pid_namespace_dies_whole_and_leaves_no_cgroup() {
+    let harness = Harness::start().await;
+    let image = harness.image.clone();
+    let (pod, pod_cfg) = harness.run_pod("whole", NamespaceMode::Pod).await;
+    let parent = harness.parent("whole");
+
+    // The init exits at once and leaves a sleep behind.
+    let leaver = harness
+        .create_ok(
+            &pod,
+            &pod_cfg,
+            container_config("leaver", &image, &["/bin/sh", "-c", "sleep 1001 & sleep 1"]),
+        )
+        .await;
+    harness.start_container(&leaver).await;
+    harness
+        .wait_state(&leaver, ContainerState::ContainerExited)
+        .await;
+    assert_eq!(
+        gone("sleep 1001").await,
+        Vec::<i32>::new(),
+        "what the init left runs on"
+    );
+
+    // SIGTERM is ignored by both processes: only SIGKILL to all stops it.
+    let stubborn = harness
+        .create_ok(
+            &pod,
+            &pod_cfg,
+            container_config(
+                "stubborn",
+                &image,
+                &["/bin/sh", "-c", "trap '' TERM; sleep 1002 & sleep 1003"],
+            ),
+        )
+        .await;
+    harness.start_container(&stubborn).await;
+    harness
+        .wait_state(&stubborn, ContainerState::ContainerRunning)
+        .await;
+    let deadline = Instant::now() + SETTLE;
+    while processes_mentioning("sleep 1002").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let dirs = cgroup_dirs_of(&parent, &stubborn);
+    assert!(
+        !dirs.is_empty(),
+        "no cgroup named {stubborn} under {parent}"
+    );
+    assert!(
+        dirs.iter().any(|dir| !read_procs(dir).is_empty()),
+        "the container's processes are not in {dirs:?}"
+    );
+    harness
+        .client()
+        .await
+        .stop_container(StopContainerRequest {
+            container_id: stubborn.clone(),
+            timeout: 0,
+        })
+        .await
+        .expect("StopContainer");
+    assert_eq!(
+        gone("sleep 100").await,
+        Vec::<i32>::new(),
+        "processes survived the stop"
+    );
+
+    let mut client = harness.client().await;
+    for id in [&leaver, &stubborn] {
+        client
+            .remove_container(RemoveContainerRequest {
+                container_id: id.to_string(),
+            })
+            .await
+            .unwrap_or_else(|status| panic!("RemoveContainer {id}: {status:?}"));
+        let left = cgroup_dirs_of(&parent, id);
+        assert!(left.is_empty(), "cgroups of {id} left: {left:?}");
+    }
+    harness.remove_pod(&pod).await;
 }
 
 /// The memory cgroup v1 limit of a running process, found through

@@ -35,6 +35,9 @@ pub struct BundleInfo {
     /// The user namespace the container joins (its pod's), which exec'd
     /// processes must join too.
     pub user_namespace: Option<ContainerUserns>,
+    /// The spec has poststop hooks (CDI may add them): deleting the
+    /// container then goes through libcontainer, which runs them.
+    pub poststop_hooks: bool,
 }
 
 impl BundleInfo {
@@ -87,6 +90,11 @@ impl BundleInfo {
             seccomp: linux.and_then(|l| l.seccomp().clone()),
             raw_env: Vec::new(),
             user_namespace,
+            poststop_hooks: spec
+                .hooks()
+                .as_ref()
+                .and_then(|h| h.poststop().as_ref())
+                .is_some_and(|hooks| !hooks.is_empty()),
         }
     }
 }

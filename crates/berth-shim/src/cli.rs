@@ -46,6 +46,12 @@ pub struct Args {
     /// in place of its init.
     #[arg(long, value_name = "DIR")]
     pub restore: Option<PathBuf>,
+    /// The container's cgroup directory in one hierarchy (repeated, one per
+    /// hierarchy; cgroupfs paths only). With them the shim signals and
+    /// removes the cgroup itself rather than through libcontainer's cgroup
+    /// manager (see `cgroup_dirs`).
+    #[arg(long, value_name = "DIR")]
+    pub cgroup_dir: Vec<PathBuf>,
     /// Longest log line before it is split into partial records (0: no limit).
     #[arg(long, default_value_t = DEFAULT_MAX_LINE)]
     pub max_log_line: usize,
@@ -72,8 +78,13 @@ mod tests {
             "--tty",
             "--stdin",
             "--stdin-once",
+            "--cgroup-dir",
+            "/sys/fs/cgroup/memory/berth/c1",
+            "--cgroup-dir",
+            "/sys/fs/cgroup/pids/berth/c1",
         ])
         .expect("parse");
+        assert_eq!(a.cgroup_dir.len(), 2);
         assert_eq!(a.id, "c1");
         assert_eq!(a.bundle, PathBuf::from("/b"));
         assert_eq!(a.state_root, PathBuf::from("/s"));
@@ -101,6 +112,7 @@ mod tests {
         assert_eq!(a.log, None);
         assert!(!a.tty);
         assert!(!a.stdin && !a.stdin_once);
+        assert!(a.cgroup_dir.is_empty());
         assert!(Args::try_parse_from(["berth-shim", "--id", "c1"]).is_err());
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod attach_hub;
 pub mod bundle;
+pub mod cgroup_dirs;
 pub mod checkpoint;
 pub mod cli;
 pub mod conn;

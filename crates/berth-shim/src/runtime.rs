@@ -22,7 +22,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use libcontainer::container::builder::ContainerBuilder;
-use libcontainer::container::Container;
+use libcontainer::container::{Container, ContainerStatus};
 use libcontainer::error::LibcontainerError;
 use libcontainer::oci_spec::runtime::{LinuxSeccomp, Process, Spec};
 use libcontainer::syscall::syscall::SyscallType;
@@ -32,6 +32,7 @@ use libcontainer::workload::{
 };
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 
+use crate::cgroup_dirs::CgroupDirs;
 use crate::exec_userns::{self, JoinUserns};
 use crate::own_oom_score::SavedOomScore;
 
@@ -313,11 +314,48 @@ pub struct ExecProcess {
 }
 
 /// Sends `signal` (1..=31, what libcontainer accepts) to every process in
-/// the container's cgroup.
-pub fn kill_all(container: &mut Container, signal: i32) -> Result<(), LibcontainerError> {
+/// the container's cgroup: through the cgroup dirs berthd named where it
+/// named them, else through libcontainer.
+pub fn kill_all(
+    container: &mut Container,
+    dirs: Option<&CgroupDirs>,
+    signal: i32,
+) -> Result<(), LibcontainerError> {
     let sig = libcontainer::signal::Signal::try_from(signal)
         .map_err(|e| LibcontainerError::Other(e.to_string()))?;
-    container.kill(sig, true)
+    match dirs {
+        Some(dirs) => {
+            let sig = Signal::try_from(signal)
+                .map_err(|e| LibcontainerError::Other(format!("signal {signal}: {e}")))?;
+            dirs.signal_all(sig).map_err(LibcontainerError::OtherIO)
+        }
+        None => container.kill(sig, true),
+    }
+}
+
+/// Deletes the container, which must be stopped: its cgroup and its
+/// libcontainer state. With cgroup dirs and no poststop hooks that is
+/// all libcontainer's delete would do (it has no Intel RDT to clean up
+/// either); anything else, or a container that is not stopped, goes
+/// through libcontainer.
+pub fn delete(
+    container: &mut Container,
+    dirs: Option<&CgroupDirs>,
+    poststop_hooks: bool,
+) -> Result<(), LibcontainerError> {
+    let Some(dirs) = dirs.filter(|_| !poststop_hooks) else {
+        return container.delete(true);
+    };
+    container.refresh_status()?;
+    if container.status() != ContainerStatus::Stopped {
+        return container.delete(true);
+    }
+    dirs.remove().map_err(LibcontainerError::OtherIO)?;
+    match std::fs::remove_dir_all(&container.root) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LibcontainerError::OtherIO(e)),
+    }
 }
 
 /// `slice:prefix:name` (systemd) as opposed to an absolute path (cgroupfs).

@@ -64,6 +64,8 @@ pub struct ShimConfig {
     pub max_log_line: usize,
     /// An unpacked checkpoint to restore at `start` (`--restore`).
     pub restore: Option<PathBuf>,
+    /// The container's cgroup dirs, when berthd named them.
+    pub cgroup_dirs: Option<crate::cgroup_dirs::CgroupDirs>,
 }
 
 impl ShimConfig {
@@ -93,6 +95,7 @@ impl ShimConfig {
                 Some(dir) => Some(canonical("checkpoint", dir)?),
                 None => None,
             },
+            cgroup_dirs: crate::cgroup_dirs::CgroupDirs::new(&args.cgroup_dir),
         })
     }
 }

@@ -196,6 +196,7 @@ impl Runtime {
             kept_log: &dir.join("failed.shim.log"),
             timeout: shim::CREATE_TIMEOUT,
             restore: None,
+            cgroup_dirs: &[],
         })
         .await
         .expect("shim created the container");

@@ -4,14 +4,33 @@
 use std::time::Instant;
 
 use super::{error_chain, send_signal, Exited, Server, INIT_OUTPUT_GRACE, SIGKILL};
+use crate::cgroup_dirs::CgroupDirs;
 use crate::daemon::FINAL_FLUSH;
 use crate::output::OutputPipe;
 use crate::reaper::reap_all;
 use crate::{runtime, timestamp};
 use berth_atomic_file::write_json_atomic;
 use berth_shim_api::protocol::{ErrorCode, ExitRecord, Response};
+use libcontainer::error::LibcontainerError;
 
 impl Server {
+    /// The cgroup dirs berthd named, unless the spec's cgroup is a systemd
+    /// scope (whose removal is systemd's business).
+    fn cgroup_dirs(&self) -> Option<&CgroupDirs> {
+        let systemd = self
+            .bundle
+            .cgroups_path
+            .as_deref()
+            .is_some_and(runtime::is_systemd_cgroups_path);
+        self.cfg.cgroup_dirs.as_ref().filter(|_| !systemd)
+    }
+
+    /// Signals every process of the container.
+    pub(super) fn kill_all(&mut self, signal: i32) -> Result<(), LibcontainerError> {
+        let dirs = self.cgroup_dirs().cloned();
+        runtime::kill_all(&mut self.container, dirs.as_ref(), signal)
+    }
+
     pub(super) fn on_sigchld(&mut self) {
         while let Ok(Some(_)) = self.sigfd.read_signal() {}
         let now = Instant::now();
@@ -50,7 +69,7 @@ impl Server {
         });
         if !self.bundle.own_pid_namespace {
             // nothing kills the rest of the container with its init
-            if let Err(e) = runtime::kill_all(&mut self.container, SIGKILL) {
+            if let Err(e) = self.kill_all(SIGKILL) {
                 tracing::warn!(error = %error_chain(&e), "killing the rest of the container");
             }
         }
@@ -104,7 +123,7 @@ impl Server {
             if let Err(e) = send_signal(self.init.pid, SIGKILL) {
                 tracing::warn!(%e, "killing the init");
             }
-            if let Err(e) = runtime::kill_all(&mut self.container, SIGKILL) {
+            if let Err(e) = self.kill_all(SIGKILL) {
                 tracing::warn!(error = %error_chain(&e), "killing the container");
             }
         }
@@ -117,7 +136,12 @@ impl Server {
         if self.init.record.is_none() {
             return;
         }
-        let result = self.container.delete(true);
+        let dirs = self.cgroup_dirs().cloned();
+        let result = runtime::delete(
+            &mut self.container,
+            dirs.as_ref(),
+            self.bundle.poststop_hooks,
+        );
         if result.is_ok() {
             // gone before the answer arrives: whoever reads "ok" finds no socket
             let _ = std::fs::remove_file(self.cfg.files.socket());

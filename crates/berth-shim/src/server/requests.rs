@@ -10,7 +10,7 @@ use std::os::fd::OwnedFd;
 
 use crate::console::ConsoleSocket;
 use crate::exec::{resolve, ExecSession};
-use crate::runtime::{self, ExecProcess};
+use crate::runtime::ExecProcess;
 use crate::session::{resolve_session, InteractiveSession};
 use crate::setup::{pipe, SetupError};
 use crate::signal::signal_number;
@@ -62,7 +62,7 @@ impl Server {
             Err(e) => return Response::error(ErrorCode::BadRequest, e.to_string()),
         };
         if all {
-            return match runtime::kill_all(&mut self.container, sig) {
+            return match self.kill_all(sig) {
                 Ok(()) => Response::Ok,
                 Err(e) => Response::error(ErrorCode::Failed, format!("kill: {}", error_chain(&e))),
             };

@@ -54,6 +54,8 @@ struct Dirs {
 struct SpecOutcome {
     cgroups_path: String,
     cgroup_path: String,
+    /// Where the shim finds the container's cgroup (cgroupfs paths only).
+    cgroup_dirs: Vec<PathBuf>,
     log_path: Option<PathBuf>,
     stop_signal: i32,
 }
@@ -229,6 +231,7 @@ impl ContainerManager {
                 kept_log: &shim_log::kept_path(&c.sandbox.dir, c.id),
                 timeout: super::shim::CREATE_TIMEOUT,
                 restore: restore_dir.as_deref(),
+                cgroup_dirs: &spec.cgroup_dirs,
             })
             .await?;
         let record = ContainerRecord {
@@ -412,9 +415,16 @@ impl ContainerManager {
                 source,
             })?;
         }
+        // A systemd scope (`slice:prefix:name`) is systemd's to remove.
+        let cgroup_dirs = if cgroups_path.starts_with('/') {
+            hierarchy_dirs
+        } else {
+            Vec::new()
+        };
         Ok(SpecOutcome {
             cgroups_path,
             cgroup_path: location.path.clone(),
+            cgroup_dirs,
             log_path,
             stop_signal: berth_spec::stop_signal(c.config, &image_view)
                 .unwrap_or(Signal::SIGTERM as i32),

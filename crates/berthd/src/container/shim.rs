@@ -34,6 +34,9 @@ pub struct ShimLaunch<'a> {
     pub timeout: Duration,
     /// An unpacked checkpoint whose processes `start` restores.
     pub restore: Option<&'a Path>,
+    /// The container's cgroup dir in each hierarchy (cgroupfs paths; empty
+    /// for a systemd scope): the shim signals and removes the cgroup there.
+    pub cgroup_dirs: &'a [PathBuf],
 }
 
 /// Starts a shim and waits until it reports the container created. Returns
@@ -57,6 +60,9 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
     }
     if let Some(dir) = launch.restore {
         command.arg("--restore").arg(dir);
+    }
+    for dir in launch.cgroup_dirs {
+        command.arg("--cgroup-dir").arg(dir);
     }
     if launch.stdin {
         command.arg("--stdin");
@@ -252,6 +258,7 @@ mod tests {
             kept_log: &tmp.path().join("kept.log"),
             timeout: Duration::from_secs(1),
             restore: None,
+            cgroup_dirs: &[],
         })
         .await
         .unwrap_err();

@@ -1,0 +1,221 @@
+//! Signalling and removing the container's cgroup directly, in the
+//! directories berthd named (`--cgroup-dir`, one per hierarchy).
+//!
+//! libcontainer's kill-all and delete do the same through a fresh cgroup
+//! manager each time, and on cgroup v1 that manager looks up every
+//! controller's mount point in `/proc/self/mountinfo`, reading the whole
+//! table for each controller the host has not mounted. The table holds a
+//! few mounts per pod (rootfs, /dev/shm, namespace pins), so with 500 pods
+//! each StopContainer and RemoveContainer read it a dozen times: 20-25 ms
+//! each, growing with the node. berthd already knows the directories.
+//!
+//! Only for cgroupfs paths: a systemd scope is removed by stopping its unit,
+//! which libcontainer does over D-Bus.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// How long to wait for a v1 freezer to reach FROZEN, and for a cgroup to
+/// empty before rmdir gives up (its last processes are being reaped).
+const SETTLE_ROUNDS: u32 = 200;
+const SETTLE_POLL: Duration = Duration::from_millis(5);
+
+/// The container's cgroup directory in each hierarchy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupDirs(Vec<PathBuf>);
+
+impl CgroupDirs {
+    /// `None` when berthd named none (a systemd scope, or an older berthd).
+    pub fn new(dirs: &[PathBuf]) -> Option<Self> {
+        (!dirs.is_empty()).then(|| Self(dirs.to_vec()))
+    }
+
+    /// Sends `signal` to every process in the cgroup, the cgroup frozen
+    /// meanwhile so nothing forks past it (as runc's and libcontainer's
+    /// kill-all do). A cgroup already gone has nothing to signal.
+    pub fn signal_all(&self, signal: Signal) -> io::Result<()> {
+        let existing: Vec<&Path> = self
+            .0
+            .iter()
+            .map(PathBuf::as_path)
+            .filter(|d| d.is_dir())
+            .collect();
+        if existing.is_empty() {
+            return Ok(());
+        }
+        if signal == Signal::SIGKILL {
+            // v2 (5.14+): the kernel kills the whole subtree, forks included.
+            for dir in &existing {
+                let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+            }
+        }
+        freeze(&existing, true);
+        let result = (|| {
+            for pid in pids(&existing)? {
+                match kill(Pid::from_raw(pid), signal) {
+                    Ok(()) | Err(Errno::ESRCH) => {}
+                    Err(e) => return Err(io::Error::from(e)),
+                }
+            }
+            Ok(())
+        })();
+        freeze(&existing, false);
+        result
+    }
+
+    /// Removes the cgroup in every hierarchy, sub-cgroups first. Processes
+    /// just killed may take a moment to leave: rmdir is retried while the
+    /// kernel says busy. A directory already gone is fine.
+    pub fn remove(&self) -> io::Result<()> {
+        for dir in &self.0 {
+            let mut deepest_first = Vec::new();
+            collect_subtree(dir, &mut deepest_first)?;
+            for cgroup in deepest_first.iter().rev() {
+                rmdir_settled(cgroup)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Freezes (or thaws) through v1's freezer or v2's `cgroup.freeze`,
+/// whichever the directory has. Freezing is asynchronous in both: it waits
+/// until the kernel reports the cgroup frozen (v1 FROZEN, v2 `frozen 1`).
+fn freeze(dirs: &[&Path], frozen: bool) {
+    for dir in dirs {
+        let v1 = dir.join("freezer.state");
+        if v1.exists() {
+            let _ = std::fs::write(&v1, if frozen { "FROZEN" } else { "THAWED" });
+            if frozen {
+                settle(|| std::fs::read_to_string(&v1).is_ok_and(|s| s.trim() != "FREEZING"));
+            }
+        }
+        let v2 = dir.join("cgroup.freeze");
+        if std::fs::write(&v2, if frozen { "1" } else { "0" }).is_ok() && frozen {
+            let events = dir.join("cgroup.events");
+            settle(|| {
+                std::fs::read_to_string(&events)
+                    .map_or(true, |s| s.lines().any(|l| l.trim() == "frozen 1"))
+            });
+        }
+    }
+}
+
+/// Polls `done` until it holds or the rounds run out.
+fn settle(mut done: impl FnMut() -> bool) {
+    for _ in 0..SETTLE_ROUNDS {
+        if done() {
+            return;
+        }
+        std::thread::sleep(SETTLE_POLL);
+    }
+}
+
+/// Every pid in the cgroups and their sub-cgroups.
+fn pids(dirs: &[&Path]) -> io::Result<BTreeSet<i32>> {
+    let mut all = BTreeSet::new();
+    for dir in dirs {
+        let mut cgroups = Vec::new();
+        collect_subtree(dir, &mut cgroups)?;
+        for cgroup in cgroups {
+            match std::fs::read_to_string(cgroup.join("cgroup.procs")) {
+                Ok(text) => all.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(all)
+}
+
+/// `dir` and every directory below it, parents before children; nothing
+/// when `dir` does not exist.
+fn collect_subtree(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    out.push(dir.to_path_buf());
+    for entry in entries {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            collect_subtree(&entry.path(), out)?;
+        }
+    }
+    Ok(())
+}
+
+fn rmdir_settled(dir: &Path) -> io::Result<()> {
+    for _ in 0..SETTLE_ROUNDS {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(Errno::EBUSY as i32) => {
+                std::thread::sleep(SETTLE_POLL)
+            }
+            Err(e) => return Err(io::Error::other(format!("removing {}: {e}", dir.display()))),
+        }
+    }
+    Err(io::Error::other(format!(
+        "removing {}: processes are still in it",
+        dir.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_dirs_means_libcontainer_does_it() {
+        assert_eq!(CgroupDirs::new(&[]), None);
+        assert!(CgroupDirs::new(&[PathBuf::from("/sys/fs/cgroup/x")]).is_some());
+    }
+
+    #[test]
+    fn subtrees_list_parents_before_children() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("c");
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("cgroup.procs"), "").unwrap();
+        let mut out = Vec::new();
+        collect_subtree(&root, &mut out).unwrap();
+        let pos = |p: &Path| out.iter().position(|x| x == p).unwrap();
+        assert_eq!(out.len(), 4);
+        assert_eq!(pos(&root), 0);
+        assert!(pos(&root.join("a")) < pos(&root.join("a/b")));
+        let mut missing = Vec::new();
+        collect_subtree(&tmp.path().join("gone"), &mut missing).unwrap();
+        assert!(missing.is_empty());
+    }
+
+    #[test]
+    fn pids_are_read_from_every_level_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let one = tmp.path().join("one");
+        let two = tmp.path().join("two");
+        std::fs::create_dir_all(one.join("sub")).unwrap();
+        std::fs::create_dir_all(&two).unwrap();
+        std::fs::write(one.join("cgroup.procs"), "10\n11\n").unwrap();
+        std::fs::write(one.join("sub/cgroup.procs"), "12\n").unwrap();
+        std::fs::write(two.join("cgroup.procs"), "10\n").unwrap();
+        let all = pids(&[one.as_path(), two.as_path()]).unwrap();
+        assert_eq!(all.into_iter().collect::<Vec<_>>(), [10, 11, 12]);
+    }
+
+    #[test]
+    fn removing_what_is_gone_succeeds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = CgroupDirs::new(&[tmp.path().join("never-made")]).unwrap();
+        dirs.remove().unwrap();
+        dirs.signal_all(Signal::SIGKILL).unwrap();
+    }
+}
