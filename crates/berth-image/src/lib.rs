@@ -8,6 +8,7 @@ pub mod platform;
 pub mod pull;
 pub mod reference;
 pub mod store;
+mod topdir;
 pub mod unpack;
 
 pub use oci_client::secrets::RegistryAuth;

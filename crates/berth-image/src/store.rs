@@ -110,6 +110,11 @@ impl ImageStore {
             std::fs::remove_dir_all(&tmp).map_err(io_error(&tmp))?;
         }
         std::fs::create_dir_all(&tmp).map_err(io_error(&tmp))?;
+        // Each layer is unpacked in its own dir under tmp/: spread them
+        // over the filesystem's block groups (see topdir).
+        if let Err(err) = crate::topdir::mark(&tmp) {
+            tracing::warn!(dir = %tmp.display(), %err, "cannot mark the layer staging dir as a top dir");
+        }
 
         let index_path = root.join("index.json");
         let index = match std::fs::read(&index_path) {
