@@ -1,7 +1,7 @@
 //! berth-pinns: run by berthd (fork+exec, so berthd itself never forks) to
 //! create a pod's namespaces. Like CRI-O's `pinns`, it unshares the
-//! namespaces asked for, sets the hostname and namespaced sysctls inside
-//! them, and bind-mounts each namespace onto a file so it outlives every
+//! namespaces asked for, brings up the new network namespace's `lo`, sets
+//! the hostname and namespaced sysctls inside them, and bind-mounts each namespace onto a file so it outlives every
 //! process. For a pod-wide PID namespace it also starts the pod's infra
 //! process: PID 1 of that namespace, which reaps zombies, holds no
 //! capabilities and lives in an empty root of its own.
@@ -13,6 +13,7 @@
 //! On success it prints the infra pid (or 0) on stdout and exits 0.
 
 pub mod infra;
+pub mod loopback;
 pub mod sysctl;
 pub mod userns;
 
@@ -30,6 +31,7 @@ pub struct Options {
     /// `uts`, `pid`).
     #[arg(long)]
     pub dir: PathBuf,
+    /// A new network namespace, its `lo` up.
     #[arg(long)]
     pub net: bool,
     #[arg(long)]
@@ -164,6 +166,9 @@ fn make_namespaces(options: &Options, sysctls: &[sysctl::Sysctl]) -> Result<i32,
         }
     }
     unshare(flags).map_err(sys("unshare"))?;
+    if options.net {
+        loopback::up()?;
+    }
     if let Some(hostname) = &options.hostname {
         nix::unistd::sethostname(hostname).map_err(sys("sethostname"))?;
     }

@@ -183,13 +183,6 @@ impl PodNetworks for FakeNetwork {
         &self.conf_dir
     }
 
-    async fn loopback_up(&self, _netns: &Path) -> Result<(), CniError> {
-        if self.journal.step("loopback") {
-            return Err(self.failure("loopback"));
-        }
-        Ok(())
-    }
-
     async fn add(
         &self,
         _network: &NetworkConfigList,

@@ -76,11 +76,6 @@ pub enum SandboxError {
 
     #[error("network not ready: {0}")]
     NetworkNotReady(String),
-    #[error("loopback in {netns}: {source}")]
-    Loopback {
-        netns: PathBuf,
-        source: Box<CniError>,
-    },
     #[error("CNI ADD on network {network:?}: {source}")]
     CniAdd {
         network: String,

@@ -43,7 +43,6 @@ pub trait PodNamespaces: Send + Sync {
 pub trait PodNetworks: Send + Sync {
     /// Where the network configs are.
     fn conf_dir(&self) -> &Path;
-    async fn loopback_up(&self, netns: &Path) -> Result<(), CniError>;
     async fn add(
         &self,
         network: &NetworkConfigList,
@@ -101,10 +100,6 @@ impl PodNamespaces for Pinns {
 impl PodNetworks for CniConfig {
     fn conf_dir(&self) -> &Path {
         &self.conf_dir
-    }
-
-    async fn loopback_up(&self, netns: &Path) -> Result<(), CniError> {
-        CniConfig::loopback_up(self, netns).await
     }
 
     async fn add(

@@ -127,22 +127,6 @@ async fn a_failed_run_undoes_each_step_in_reverse_and_frees_the_name() {
             .concat(),
         ),
         (
-            "loopback",
-            [
-                &[
-                    "pin",
-                    "identify",
-                    "clamp",
-                    "mount shm",
-                    "loopback",
-                    "unmount shm",
-                    "kill infra",
-                ][..],
-                &PINS_UNDONE,
-            ]
-            .concat(),
-        ),
-        (
             "cni add",
             [
                 &[
@@ -150,7 +134,6 @@ async fn a_failed_run_undoes_each_step_in_reverse_and_frees_the_name() {
                     "identify",
                     "clamp",
                     "mount shm",
-                    "loopback",
                     "cni add",
                     "unmount shm",
                     "kill infra",

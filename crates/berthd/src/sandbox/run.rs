@@ -298,7 +298,8 @@ impl SandboxManager {
         Ok(infra)
     }
 
-    /// Loopback, then the CNI network, in the pod's network namespace.
+    /// The CNI network, in the pod's network namespace (berth-pinns has
+    /// brought its `lo` up already).
     async fn attach_network(
         &self,
         id: &str,
@@ -308,13 +309,6 @@ impl SandboxManager {
         undo: &mut Undo,
     ) -> Result<Attached, SandboxError> {
         let pod = self.pod_network(id, config, netns);
-        self.network
-            .loopback_up(netns)
-            .await
-            .map_err(|source| SandboxError::Loopback {
-                netns: netns.to_path_buf(),
-                source: Box::new(source),
-            })?;
         let result =
             self.network
                 .add(&network, &pod)

@@ -110,7 +110,6 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | ShmMount { .. }
         | InfraVanished { .. }
         | InfraCgroup { .. }
-        | Loopback { .. }
         | CniAdd { .. }
         | CniDel { .. }
         | SavedCniConfig { .. }
