@@ -8,7 +8,8 @@
 #   scripts/bench.sh             full mode (the tables in PERFORMANCE.md)
 #   options: --keep (keep the work dir with logs and raw records)
 #
-# Both runtimes run at once, each with its own socket and dirs, the same CNI
+# Both runtimes run at once, each with its own socket and dirs (their state
+# dirs on tmpfs, as /run is on a node; roots on the disk), the same CNI
 # config (bridge berth-bn0, 10.91.0.0/16, one host-local store) and the same
 # images from one local registry on 127.0.0.1:5070; nothing collides with
 # scripts/critest.sh (port 5000, berth-ct0, 10.89.0.0/16). Every workload is
@@ -200,8 +201,11 @@ write_bridge_network "$CNI_CONF" berth-bench "$BRIDGE" "$SUBNET" "$work/cni/ipam
 
 # ---------------------------------------------------------------- the runtimes
 
+# Runtime state on tmpfs, for both: the default state dirs (/run/berth,
+# /run/containerd) are tmpfs on a node, and this machine's /run is not.
 log "starting berthd"
-mkdir -p "$work/berth"
+mkdir -p "$work/berth/state"
+mount -t tmpfs -o mode=0711 tmpfs "$work/berth/state"
 write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY"
 "$BERTHD" --config "$work/berth/runtime-config.toml" --listen "${SOCK[berth]}" \
   --root "$work/berth/root" --state "$work/berth/state" \
@@ -214,7 +218,7 @@ for _ in $(seq 100); do [[ -S "${SOCK[berth]}" ]] && break; sleep 0.1; done
 }
 
 log "starting containerd"
-BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" \
+BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" BERTH_CONTAINERD_STATE_TMPFS=1 \
   bash "$repo/scripts/containerd/start.sh" "$work/containerd" >&2
 containerd_pid="$(cat "$work/containerd/containerd.pid")"
 declare -A DAEMON=([berth]="$berthd_pid" [containerd]="$containerd_pid")

@@ -26,6 +26,9 @@
 #   BERTH_CONTAINERD_SUBNET      pod subnet (default 10.87.0.0/16)
 #   BERTH_CONTAINERD_BRIDGE      bridge name (default ctrd-cni0)
 #   BERTH_CONTAINERD_LOG_LEVEL   containerd log level (default info)
+#   BERTH_CONTAINERD_STATE_TMPFS 1: state/ and runc/ are tmpfs mounts, as
+#                                /run/containerd is on a node (benchmarks; stop.sh
+#                                unmounts them with the rest)
 #   BERTH_CONTAINERD_CNI_CONF    a CNI .conflist to use instead of the generated
 #                                one (copied into cni/net.d; benchmarks give both
 #                                runtimes the same network config this way)
@@ -89,6 +92,11 @@ curl -fsS -o /dev/null --max-time 2 "http://$REGISTRY/v2/" 2>/dev/null ||
 
 mkdir -p "$DIR/root" "$DIR/state" "$DIR/runc" "$DIR/opt" "$DIR/nri" "$DIR/certs.d" \
   "$DIR/cni/net.d" "$DIR/cni/ipam"
+if [[ "${BERTH_CONTAINERD_STATE_TMPFS:-0}" == 1 ]]; then
+  for d in "$DIR/state" "$DIR/runc"; do
+    mountpoint -q "$d" || mount -t tmpfs -o mode=0711 tmpfs "$d"
+  done
+fi
 
 for host in "${MIRRORED_HOSTS[@]}" "$REGISTRY"; do
   mkdir -p "$DIR/certs.d/$host"
