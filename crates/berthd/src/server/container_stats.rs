@@ -22,6 +22,15 @@ pub(super) struct Reading {
     pub stats: Option<CgroupStats>,
 }
 
+/// One container's stats, and what they were made from.
+pub(super) struct ContainerUsage {
+    pub stats: ContainerStats,
+    /// Its cgroup's reading (a pod's usage adds these up).
+    pub cgroup: Option<CgroupStats>,
+    /// Its cgroup's block IO, which only metrics carry.
+    pub io: Option<IoSample>,
+}
+
 /// A cgroup's block IO and when it was read: CRI stats have no field for
 /// it, metrics do.
 #[derive(Debug, Clone)]
@@ -54,15 +63,12 @@ impl CriService {
     /// The stats of one container: its cgroup (absent once it is gone) and
     /// its writable layer.
     pub(super) async fn container_stats(&self, record: &ContainerRecord) -> ContainerStats {
-        self.container_usage(record).await.0
+        self.container_usage(record).await.stats
     }
 
-    /// [`Self::container_stats`], and the block IO of the container's
-    /// cgroup.
-    pub(super) async fn container_usage(
-        &self,
-        record: &ContainerRecord,
-    ) -> (ContainerStats, Option<IoSample>) {
+    /// [`Self::container_stats`], with what its cgroup read and the block
+    /// IO in it.
+    pub(super) async fn container_usage(&self, record: &ContainerRecord) -> ContainerUsage {
         let cgroup = self.container_cgroup_path(record).await;
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
@@ -81,7 +87,8 @@ impl CriService {
         let at = reading.at;
         let io = reading
             .stats
-            .and_then(|stats| stats.io)
+            .as_ref()
+            .and_then(|stats| stats.io.clone())
             .map(|io| IoSample { at, io });
         let stats = ContainerStats {
             attributes: Some(ContainerAttributes {
@@ -102,7 +109,11 @@ impl CriService {
             swap: usage.swap,
             io: usage.io,
         };
-        (stats, io)
+        ContainerUsage {
+            stats,
+            cgroup: reading.stats,
+            io,
+        }
     }
 
     /// The container's cgroup path, from its sandbox's parent.

@@ -47,14 +47,16 @@ impl CriService {
         let containers = self.context().containers.of_sandbox(&record.id).await;
         let mut container_stats = Vec::with_capacity(containers.len());
         let mut container_io = HashMap::new();
+        let mut container_cgroups = Vec::with_capacity(containers.len());
         for container in &containers {
-            let (stats, io) = self.container_usage(container).await;
-            container_stats.push(stats);
-            if let Some(io) = io {
+            let usage = self.container_usage(container).await;
+            container_stats.push(usage.stats);
+            if let Some(io) = usage.io {
                 container_io.insert(container.id.clone(), io);
             }
+            container_cgroups.extend(usage.cgroup);
         }
-        let reading = self.pod_reading(record).await;
+        let reading = self.pod_reading(record, container_cgroups).await;
         let usage = self.usage_messages(&record.id, &reading);
         let io = reading
             .stats
@@ -105,41 +107,36 @@ impl CriService {
         }
     }
 
-    /// The sandbox cgroup and its containers' cgroups, added up, with the
-    /// pressure of the pod's own parent.
-    async fn pod_reading(&self, record: &SandboxRecord) -> Reading {
+    /// The sandbox cgroup's reading plus its containers' (already read
+    /// for their own stats), with the pressure of the pod's own parent.
+    async fn pod_reading(&self, record: &SandboxRecord, containers: Vec<CgroupStats>) -> Reading {
         let sandboxes = &self.context().sandboxes;
         let own_parent = (record.cgroup_parent != sandboxes.default_parent)
             .then(|| berth_cgroups::parent_path(sandboxes.driver, &record.cgroup_parent).ok())
             .flatten();
-        let mut paths = vec![record.cgroup_path.clone()];
-        for container in self.context().containers.of_sandbox(&record.id).await {
-            if let Ok(location) = berth_cgroups::container_cgroup(
-                self.context().sandboxes.driver,
-                &record.cgroup_parent,
-                &container.id,
-            ) {
-                paths.push(location.path);
-            }
-        }
+        let path = record.cgroup_path.clone();
         let cgroups = self.context().containers.cgroups.clone();
         let summed = tokio::task::spawn_blocking(move || {
+            let reading = read_cgroup(cgroups.as_ref(), Some(&path));
             let mut sum: Option<CgroupStats> = None;
-            let mut at = now_nanos();
-            for path in &paths {
-                let reading = read_cgroup(cgroups.as_ref(), Some(path));
-                at = reading.at;
-                if let Some(stats) = reading.stats {
-                    sum.get_or_insert_with(CgroupStats::default)
-                        .accumulate(&stats);
-                }
+            for stats in reading.stats.iter().chain(&containers) {
+                sum.get_or_insert_with(CgroupStats::default)
+                    .accumulate(stats);
             }
             if let (Some(sum), Some(parent)) = (sum.as_mut(), own_parent) {
-                sum.pressure = read_cgroup(cgroups.as_ref(), Some(&parent))
-                    .stats
-                    .and_then(|stats| stats.pressure);
+                // Only the pressure files: the parent's usage is the sum
+                // above already.
+                sum.pressure = match cgroups.stats_dirs(&parent) {
+                    Ok(berth_cgroups::stats::StatsDirs::V2 { dir }) => {
+                        berth_cgroups::stats::pressure::read(&dir)
+                    }
+                    _ => None,
+                };
             }
-            Reading { at, stats: sum }
+            Reading {
+                at: reading.at,
+                stats: sum,
+            }
         })
         .await;
         summed.unwrap_or_else(|_| Reading {
