@@ -12,12 +12,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use berth_tests::host::{cgroup_hierarchies, cgroup_subtree, mounts_under, read_procs};
+use berth_tests::host::{
+    cgroup_hierarchies, cgroup_subtree, mounts_under, processes_with, read_procs,
+};
 use berth_tests::pods::{container_config, pids_mentioning, with_pid, Harness, SETTLE};
 use cri_api::v1::{
     ContainerState, ContainerStatus, ContainerStatusRequest, ExecSyncRequest, LinuxContainerConfig,
-    LinuxContainerResources, NamespaceMode, PodSandboxConfig, RemoveContainerRequest,
-    StopContainerRequest, UpdateContainerResourcesRequest,
+    LinuxContainerResources, NamespaceMode, PodSandboxConfig, StopContainerRequest,
+    UpdateContainerResourcesRequest,
 };
 
 /// The message lines of a CRI log file (`<time> <stream> <tag> <line>`).
@@ -307,14 +309,8 @@ async fn containers_survive_a_berthd_sigkill() {
         "ticker after StopContainer: {status:?}"
     );
 
-    let mut client = harness.client().await;
     for id in [&ticker, &quitter] {
-        client
-            .remove_container(RemoveContainerRequest {
-                container_id: id.to_string(),
-            })
-            .await
-            .unwrap_or_else(|status| panic!("RemoveContainer {id}: {status:?}"));
+        harness.remove_container(id).await;
     }
     harness.remove_pod(&pod).await;
     let mounts = mounts_under(harness.berthd.sandbox.dir.path());
@@ -323,26 +319,11 @@ async fn containers_survive_a_berthd_sigkill() {
     assert!(shims.is_empty(), "shims left running: {shims:?}");
 }
 
-/// Processes whose command line mentions `needle`, zombies excluded (their
-/// command line is empty).
-fn processes_mentioning(needle: &str) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_string_lossy().parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
-        })
-        .collect()
-}
-
 /// Waits until no process mentions `needle`; the ones left, if any.
 async fn gone(needle: &str) -> Vec<i32> {
     let deadline = Instant::now() + SETTLE;
     loop {
-        let left = processes_mentioning(needle);
+        let left = processes_with(&[needle]);
         if left.is_empty() || Instant::now() > deadline {
             return left;
         }
@@ -406,7 +387,7 @@ async fn a_container_in_the_pod_pid_namespace_dies_whole_and_leaves_no_cgroup() 
         .wait_state(&stubborn, ContainerState::ContainerRunning)
         .await;
     let deadline = Instant::now() + SETTLE;
-    while processes_mentioning("sleep 1002").is_empty() && Instant::now() < deadline {
+    while processes_with(&["sleep 1002"]).is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let dirs = cgroup_dirs_of(&parent, &stubborn);
@@ -418,29 +399,15 @@ async fn a_container_in_the_pod_pid_namespace_dies_whole_and_leaves_no_cgroup() 
         dirs.iter().any(|dir| !read_procs(dir).is_empty()),
         "the container's processes are not in {dirs:?}"
     );
-    harness
-        .client()
-        .await
-        .stop_container(StopContainerRequest {
-            container_id: stubborn.clone(),
-            timeout: 0,
-        })
-        .await
-        .expect("StopContainer");
+    harness.stop_container(&stubborn, 0).await;
     assert_eq!(
         gone("sleep 100").await,
         Vec::<i32>::new(),
         "processes survived the stop"
     );
 
-    let mut client = harness.client().await;
     for id in [&leaver, &stubborn] {
-        client
-            .remove_container(RemoveContainerRequest {
-                container_id: id.to_string(),
-            })
-            .await
-            .unwrap_or_else(|status| panic!("RemoveContainer {id}: {status:?}"));
+        harness.remove_container(id).await;
         let left = cgroup_dirs_of(&parent, id);
         assert!(left.is_empty(), "cgroups of {id} left: {left:?}");
     }

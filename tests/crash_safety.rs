@@ -5,32 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::host::{cgroup_hierarchies, log_tail, pids_rooted_under, sigkill};
+use berth_tests::host::{cgroup_hierarchies, log_tail, pids_rooted_under, processes_with, sigkill};
 use berth_tests::pods::{container_config, pod_config, Harness};
 use cri_api::v1::*;
 use tonic::Code;
 
 /// Client deadlines short enough to cut a create at some step or other.
 const DEADLINES_MS: [u64; 5] = [2, 10, 25, 60, 150];
-
-/// Processes whose command line has every one of `needles`.
-fn processes_with(needles: &[&str]) -> Vec<i32> {
-    let own = std::process::id() as i32;
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if pid != own && needles.iter().all(|needle| text.contains(needle)) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
 
 /// Retries `call` while the name is still held by the abandoned call,
 /// which undoes itself in the background once it notices. A call that
@@ -243,15 +224,7 @@ async fn a_container_whose_shim_was_killed_is_stopped_and_removed_for_real() {
         ContainerState::ContainerUnknown
     );
 
-    harness
-        .client()
-        .await
-        .stop_container(StopContainerRequest {
-            container_id: id.clone(),
-            timeout: 10,
-        })
-        .await
-        .expect("StopContainer");
+    harness.stop_container(&id, 10).await;
     assert!(
         processes_with(&["sleep", &marker]).is_empty(),
         "StopContainer answered OK while the container ran"
@@ -260,14 +233,7 @@ async fn a_container_whose_shim_was_killed_is_stopped_and_removed_for_real() {
     assert_eq!(status.state(), ContainerState::ContainerExited);
     assert_eq!((status.exit_code, status.reason.as_str()), (255, "Unknown"));
 
-    harness
-        .client()
-        .await
-        .remove_container(RemoveContainerRequest {
-            container_id: id.clone(),
-        })
-        .await
-        .expect("RemoveContainer");
+    harness.remove_container(&id).await;
     for hierarchy in cgroup_hierarchies() {
         let cgroup = hierarchy
             .join(harness.parent("shimless").trim_start_matches('/'))

@@ -17,7 +17,6 @@ use cri_api::v1::{
     ContainerEventResponse, ContainerEventType, ContainerState, ContainerStats,
     ContainerStatsRequest, GetEventsRequest, ListContainerStatsRequest,
     ListPodSandboxMetricsRequest, Metric, NamespaceMode, PodSandboxStatsRequest,
-    RemoveContainerRequest, StopContainerRequest,
 };
 use tonic::Streaming;
 
@@ -294,23 +293,8 @@ async fn lifecycle_events_arrive_in_order() {
         )
         .await;
     harness.start_container(&id).await;
-    harness
-        .client()
-        .await
-        .stop_container(StopContainerRequest {
-            container_id: id.clone(),
-            timeout: 1,
-        })
-        .await
-        .expect("StopContainer");
-    harness
-        .client()
-        .await
-        .remove_container(RemoveContainerRequest {
-            container_id: id.clone(),
-        })
-        .await
-        .expect("RemoveContainer");
+    harness.stop_container(&id, 1).await;
+    harness.remove_container(&id).await;
 
     let mut kinds = Vec::new();
     for _ in 0..4 {

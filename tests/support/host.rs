@@ -106,6 +106,26 @@ pub fn log_tail(berthd: &Berthd) -> String {
     lines[lines.len().saturating_sub(60)..].join("\n")
 }
 
+/// Processes whose command line has every one of `needles` (arguments
+/// joined by spaces); zombies have none.
+pub fn processes_with(needles: &[&str]) -> Vec<i32> {
+    let own = std::process::id() as i32;
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if pid != own && needles.iter().all(|needle| text.contains(needle)) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// SIGKILL to `pid`, ignoring a process already gone.
 pub fn sigkill(pid: i32) {
     let _ = nix::sys::signal::kill(

@@ -16,7 +16,8 @@ use cri_api::v1::{
     CreateContainerRequest, ImageSpec, KeyValue, LinuxContainerConfig,
     LinuxContainerSecurityContext, LinuxPodSandboxConfig, LinuxSandboxSecurityContext,
     NamespaceMode, NamespaceOption, PodSandboxConfig, PodSandboxMetadata, PullImageRequest,
-    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StopPodSandboxRequest,
+    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest,
+    StopContainerRequest, StopPodSandboxRequest,
 };
 use tonic::transport::Channel;
 
@@ -347,6 +348,27 @@ impl Harness {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    pub async fn stop_container(&self, id: &str, timeout: i64) {
+        self.client()
+            .await
+            .stop_container(StopContainerRequest {
+                container_id: id.to_string(),
+                timeout,
+            })
+            .await
+            .unwrap_or_else(|status| panic!("StopContainer {id}: {status:?}"));
+    }
+
+    pub async fn remove_container(&self, id: &str) {
+        self.client()
+            .await
+            .remove_container(RemoveContainerRequest {
+                container_id: id.to_string(),
+            })
+            .await
+            .unwrap_or_else(|status| panic!("RemoveContainer {id}: {status:?}"));
     }
 
     /// Stops and removes a pod (its containers go with it).
