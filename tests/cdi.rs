@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use berth_tests::host::mounts_under;
 use berth_tests::pods::{container_config, pids_mentioning, Harness};
-use cri_api::v1::{CdiDevice, ContainerState, ExecSyncRequest, NamespaceMode};
+use cri_api::v1::{CdiDevice, ExecSyncRequest, NamespaceMode};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cdi_device_brings_its_node_mount_and_env() {
@@ -57,11 +57,7 @@ devices:
     config.cdi_devices = vec![CdiDevice {
         name: "berth.test/dev=null0".into(),
     }];
-    let app = harness.create_ok(&pod, &pod_cfg, config).await;
-    harness.start_container(&app).await;
-    harness
-        .wait_state(&app, ContainerState::ContainerRunning)
-        .await;
+    let app = harness.run_container(&pod, &pod_cfg, config).await;
 
     let script = "test -c /dev/berth-null && echo hi > /dev/berth-null && echo node ok; \
                   cat /cdi-data/file; echo \"$CDI_ENV $CDI_SPEC\"";

@@ -55,15 +55,11 @@ async fn pid_target_debug_container_sees_the_target_processes() {
     let (pod, pod_cfg) = harness.run_pod("target", NamespaceMode::Container).await;
 
     let app = harness
-        .create_ok(
+        .run_container(
             &pod,
             &pod_cfg,
             container_config("app", &image, &["/bin/sleep", "1000"]),
         )
-        .await;
-    harness.start_container(&app).await;
-    harness
-        .wait_state(&app, ContainerState::ContainerRunning)
         .await;
 
     // The debug container joins app's pid namespace and sees its sleep.
@@ -136,15 +132,11 @@ async fn pid_target_debug_container_sees_the_target_processes() {
     // A target in another pod sandbox.
     let (other_pod, other_cfg) = harness.run_pod("other", NamespaceMode::Container).await;
     let other = harness
-        .create_ok(
+        .run_container(
             &other_pod,
             &other_cfg,
             container_config("other-app", &image, &["/bin/sleep", "1000"]),
         )
-        .await;
-    harness.start_container(&other).await;
-    harness
-        .wait_state(&other, ContainerState::ContainerRunning)
         .await;
     let err = harness
         .create(
@@ -372,7 +364,7 @@ async fn a_container_in_the_pod_pid_namespace_dies_whole_and_leaves_no_cgroup() 
 
     // SIGTERM is ignored by both processes: only SIGKILL to all stops it.
     let stubborn = harness
-        .create_ok(
+        .run_container(
             &pod,
             &pod_cfg,
             container_config(
@@ -381,10 +373,6 @@ async fn a_container_in_the_pod_pid_namespace_dies_whole_and_leaves_no_cgroup() 
                 &["/bin/sh", "-c", "trap '' TERM; sleep 1002 & sleep 1003"],
             ),
         )
-        .await;
-    harness.start_container(&stubborn).await;
-    harness
-        .wait_state(&stubborn, ContainerState::ContainerRunning)
         .await;
     let deadline = Instant::now() + SETTLE;
     while processes_with(&["sleep 1002"]).is_empty() && Instant::now() < deadline {
@@ -450,11 +438,7 @@ async fn update_resources_reach_the_cgroup_and_the_status() {
         }),
         ..Default::default()
     });
-    let app = harness.create_ok(&pod, &pod_cfg, config).await;
-    harness.start_container(&app).await;
-    harness
-        .wait_state(&app, ContainerState::ContainerRunning)
-        .await;
+    let app = harness.run_container(&pod, &pod_cfg, config).await;
     let created = harness.status(&app).await.resources.and_then(|r| r.linux);
     assert_eq!(
         created

@@ -62,11 +62,7 @@ async fn start_running(
     pod_cfg: &PodSandboxConfig,
     config: ContainerConfig,
 ) -> String {
-    let id = harness.create_ok(pod, pod_cfg, config).await;
-    harness.start_container(&id).await;
-    harness
-        .wait_state(&id, ContainerState::ContainerRunning)
-        .await;
+    let id = harness.run_container(pod, pod_cfg, config).await;
     id
 }
 

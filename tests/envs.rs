@@ -4,7 +4,7 @@
 
 use berth_tests::host::mounts_under;
 use berth_tests::pods::{container_config, pids_mentioning, with_pid, Harness};
-use cri_api::v1::{ContainerState, ExecSyncRequest, KeyValue, NamespaceMode};
+use cri_api::v1::{ExecSyncRequest, KeyValue, NamespaceMode};
 
 /// The `KEY=value` entries of a `/proc/<pid>/environ` dump.
 fn entries(environ: &[u8]) -> Vec<&[u8]> {
@@ -32,11 +32,7 @@ async fn env_values_that_are_not_utf8_arrive_intact() {
             value: "plain ü".into(),
         },
     ]);
-    let app = harness.create_ok(&pod, &pod_cfg, config).await;
-    harness.start_container(&app).await;
-    harness
-        .wait_state(&app, ContainerState::ContainerRunning)
-        .await;
+    let app = harness.run_container(&pod, &pod_cfg, config).await;
 
     let mut expected_secret = b"SECRET=".to_vec();
     expected_secret.extend(&binary);

@@ -53,11 +53,7 @@ async fn a_busy_container_shows_its_memory_and_cpu() {
             "dd if=/dev/zero of=/dev/shm/fill bs=1048576 count=64 && echo filled && while :; do :; done",
         ],
     );
-    let id = harness.create_ok(&pod, &pod_config, config).await;
-    harness.start_container(&id).await;
-    harness
-        .wait_state(&id, ContainerState::ContainerRunning)
-        .await;
+    let id = harness.run_container(&pod, &pod_config, config).await;
 
     // Settle: the fill is done and the loop has used some cpu time.
     let deadline = Instant::now() + SETTLE;

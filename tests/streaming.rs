@@ -61,11 +61,7 @@ async fn read_all(stream: &mut Stream) -> String {
 async fn running_container(harness: &Harness, name: &str) -> (String, String) {
     let (pod, pod_config) = harness.run_pod(name, NamespaceMode::Pod).await;
     let config = container_config("main", &harness.image, &["sleep", "3600"]);
-    let id = harness.create_ok(&pod, &pod_config, config).await;
-    harness.start_container(&id).await;
-    harness
-        .wait_state(&id, ContainerState::ContainerRunning)
-        .await;
+    let id = harness.run_container(&pod, &pod_config, config).await;
     (pod, id)
 }
 

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use berth_tests::host::mounts_under;
 use berth_tests::pods::{container_config, pod_config, Harness};
 use cri_api::v1::{
-    ContainerConfig, ContainerState, ContainerStatusRequest, ExecSyncRequest, IdMapping, Mount,
-    NamespaceMode, PodSandboxConfig, RemoveContainerRequest, RunPodSandboxRequest, StatusRequest,
+    ContainerConfig, ContainerStatusRequest, ExecSyncRequest, IdMapping, Mount, NamespaceMode,
+    PodSandboxConfig, RemoveContainerRequest, RunPodSandboxRequest, StatusRequest,
     StopContainerRequest, UserNamespace,
 };
 
@@ -168,11 +168,7 @@ async fn container_root_is_an_unprivileged_host_uid() {
         echo shm > /dev/shm/probe && echo shm-ok; \
         echo ready; exec /bin/sleep 1000";
     let config = userns_container(&harness, &pod_cfg, "app", script);
-    let id = harness.create_ok(&pod, &pod_cfg, config).await;
-    harness.start_container(&id).await;
-    harness
-        .wait_state(&id, ContainerState::ContainerRunning)
-        .await;
+    let id = harness.run_container(&pod, &pod_cfg, config).await;
     let log = Path::new(&pod_cfg.log_directory).join("app.log");
     let lines = wait_for_line(&log, "ready").await;
 
@@ -263,11 +259,7 @@ async fn container_root_is_an_unprivileged_host_uid() {
     {
         context.run_as_user = Some(cri_api::v1::Int64Value { value: 1000 });
     }
-    let user = harness.create_ok(&pod, &pod_cfg, config).await;
-    harness.start_container(&user).await;
-    harness
-        .wait_state(&user, ContainerState::ContainerRunning)
-        .await;
+    let user = harness.run_container(&pod, &pod_cfg, config).await;
     let (stdout, stderr) = exec_ok(
         &harness,
         &user,

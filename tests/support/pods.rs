@@ -306,6 +306,19 @@ impl Harness {
             })
     }
 
+    /// Creates and starts a container, and waits until it runs.
+    pub async fn run_container(
+        &self,
+        pod: &str,
+        pod_config: &PodSandboxConfig,
+        config: ContainerConfig,
+    ) -> String {
+        let id = self.create_ok(pod, pod_config, config).await;
+        self.start_container(&id).await;
+        self.wait_state(&id, ContainerState::ContainerRunning).await;
+        id
+    }
+
     pub async fn start_container(&self, id: &str) {
         self.client()
             .await
