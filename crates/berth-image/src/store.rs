@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -86,6 +87,8 @@ pub struct ImageStore {
     /// Blobs and layers that pulls in progress rely on, with a count per
     /// pull: garbage collection leaves them alone.
     leases: Arc<Mutex<HashMap<String, usize>>>,
+    /// Counts changes to what the store holds (see [`ImageStore::changes`]).
+    changes: AtomicU64,
 }
 
 impl ImageStore {
@@ -136,11 +139,23 @@ impl ImageStore {
             root: root.to_path_buf(),
             index: Mutex::new(index),
             leases: Arc::default(),
+            changes: AtomicU64::new(0),
         };
         let index = store.lock_index();
         store.collect_garbage(&index)?;
         drop(index);
         Ok(store)
+    }
+
+    /// A number that moves whenever a blob, a layer or the index is
+    /// written or removed: whoever measured the store can tell whether it
+    /// must measure again (ImageFsInfo).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The store's root directory.
@@ -200,13 +215,17 @@ impl ImageStore {
             path: path.clone(),
             source: err.error,
         })?;
+        self.changed();
         Ok(())
     }
 
     /// Moves a finished file or directory from `tmp/` to its place.
     pub fn install(&self, from: &Path, to: &Path) -> Result<(), StoreError> {
         match std::fs::rename(from, to) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.changed();
+                Ok(())
+            }
             // Another pull finished the same content first: keep theirs.
             Err(_) if to.exists() => Ok(()),
             Err(source) => Err(StoreError::Io {
@@ -305,11 +324,19 @@ impl ImageStore {
             path: path.clone(),
             source: err.error,
         })?;
+        self.changed();
         Ok(())
     }
 
     /// Removes blobs and layers that no image names and no pull holds.
     fn collect_garbage(&self, index: &ImageIndex) -> Result<(), StoreError> {
+        let removed = self.remove_unreferenced(index);
+        // Counted even after a failure: some of it may be gone.
+        self.changed();
+        removed
+    }
+
+    fn remove_unreferenced(&self, index: &ImageIndex) -> Result<(), StoreError> {
         let mut keep: std::collections::HashSet<String> =
             lock(&self.leases).keys().cloned().collect();
         for record in index.images.values() {
@@ -471,6 +498,35 @@ mod tests {
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
             assert_eq!(mode, 0o700, "{}", path.display());
         }
+    }
+
+    #[test]
+    fn every_change_to_the_content_moves_the_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::open(dir.path()).unwrap();
+        let mut last = store.changes();
+        let mut moved = |what: &str| {
+            let now = store.changes();
+            assert!(now > last, "{what} did not move the count");
+            last = now;
+        };
+        store.write_blob(&digest(9), b"{}").unwrap();
+        moved("write_blob");
+        let staged = store.temp_dir().unwrap().keep();
+        store
+            .install(&staged, &store.layer_path(&digest(51)).unwrap())
+            .unwrap();
+        moved("install");
+        store
+            .commit(record(1, &[1]), None, "example.com/app@x".into())
+            .unwrap();
+        moved("commit");
+        store.remove(&digest(1)).unwrap();
+        moved("remove");
+        assert_eq!(store.resolve(&digest(1)), None);
+        let before = store.changes();
+        let _ = store.list();
+        assert_eq!(store.changes(), before, "reading moved the count");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod disk_usage;
 pub mod events;
 #[cfg(test)]
 pub(crate) mod fakes;
+pub mod fs_usage;
 pub mod ids;
 pub mod kernel_features;
 pub mod layout;

@@ -93,6 +93,8 @@ pub struct RuntimeContext {
     pub streams: StreamServer,
     /// What the kernel can do, probed at start-up.
     pub kernel: crate::kernel_features::KernelFeatures,
+    /// ImageFsInfo's last measurement.
+    pub fs_usage: crate::fs_usage::FsUsageCache,
 }
 
 /// Serves both CRI services (`RuntimeService` and `ImageService`).
