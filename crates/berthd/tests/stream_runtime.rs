@@ -174,7 +174,9 @@ impl Runtime {
         let dir = self.tmp.path().join(&id);
         let bundle = dir.join("bundle");
         make_rootfs(&bundle.join("rootfs"));
-        let cgroup = format!("/berth-srt/{id}");
+        // A cgroup of its own at the top, no shared parent: a test ending
+        // would remove a shared parent while another creates under it.
+        let cgroup = format!("/{id}");
         fs::write(
             bundle.join("config.json"),
             serde_json::to_vec(&config_json(args, tty, &cgroup)).expect("json"),
@@ -288,10 +290,12 @@ impl Drop for Runtime {
             );
             let _ = berth_shim_api::client::call(&socket, &Request::Shutdown, Some(T));
         }
-        // the shared parent, in every v1 hierarchy, once no test uses it
+        // what a failed shutdown left, in every v1 hierarchy
         if let Ok(hierarchies) = fs::read_dir("/sys/fs/cgroup") {
             for h in hierarchies.flatten() {
-                let _ = fs::remove_dir(h.path().join("berth-srt"));
+                for r in &self.made {
+                    let _ = fs::remove_dir(h.path().join(&r.id));
+                }
             }
         }
     }
