@@ -5,6 +5,7 @@
 //! guest VM (`scripts/vm/in-guest/checkpoint-check.sh`).
 
 use berth_tests::pods::{container_config, Harness};
+use berth_tests::registry::tar_with_files;
 use cri_api::v1::{CheckpointContainerRequest, ContainerState, ExecSyncRequest, NamespaceMode};
 
 /// `criu check` on this host: Ok, or its output.
@@ -117,36 +118,25 @@ async fn checkpoint_requests_are_checked_and_criu_failures_leave_the_container_r
 /// naming `image`, CRIU's directory (with libcontainer's descriptors), a
 /// rootfs diff adding `/restored-marker`, and `/bin/wget` deleted.
 fn handmade_archive(dir: &std::path::Path, image: &str) -> std::path::PathBuf {
-    fn append(tar: &mut tar::Builder<Vec<u8>>, name: &str, bytes: &[u8]) {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mtime(1_767_225_600);
-        header.set_cksum();
-        tar.append_data(&mut header, name, bytes).expect("append");
-    }
-    let mut diff = tar::Builder::new(Vec::new());
-    append(&mut diff, "restored-marker", b"from the archive\n");
-    let diff = diff.into_inner().expect("diff");
+    let diff = tar_with_files(&[("restored-marker", b"from the archive\n")]);
     let config = serde_json::json!({
         "id": "0123abcd", "name": "app", "rootfsImageName": image,
         "createdTime": "2026-01-01T00:00:00Z", "checkpointedTime": "2026-01-01T00:00:01Z",
-    });
-    let mut archive = tar::Builder::new(Vec::new());
-    append(&mut archive, "config.dump", config.to_string().as_bytes());
-    append(&mut archive, "spec.dump", b"{}");
-    append(
-        &mut archive,
-        "checkpoint/descriptors.json",
-        br#"["/dev/null","pipe:[1]","pipe:[2]"]"#,
-    );
-    append(&mut archive, "checkpoint/inventory.img", b"");
-    append(&mut archive, "rootfs-diff.tar", &diff);
-    append(&mut archive, "deleted.files", br#"["/bin/wget"]"#);
+    })
+    .to_string();
+    let archive = tar_with_files(&[
+        ("config.dump", config.as_bytes()),
+        ("spec.dump", b"{}"),
+        (
+            "checkpoint/descriptors.json",
+            br#"["/dev/null","pipe:[1]","pipe:[2]"]"#,
+        ),
+        ("checkpoint/inventory.img", b""),
+        ("rootfs-diff.tar", &diff),
+        ("deleted.files", br#"["/bin/wget"]"#),
+    ]);
     let path = dir.join(format!("{}.tar", image.replace(['/', ':'], "_")));
-    std::fs::write(&path, archive.into_inner().expect("archive")).expect("write");
+    std::fs::write(&path, archive).expect("write");
     path
 }
 
