@@ -19,11 +19,7 @@ pub fn up() -> Result<(), PinError> {
         None,
     )
     .map_err(sys("socket for lo"))?;
-    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
-    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo") {
-        *slot = *byte as libc::c_char;
-    }
+    let mut request = lo_request();
     // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into
     // `request`, which outlives the call; `sock` is an open socket.
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) } != 0 {
@@ -36,6 +32,16 @@ pub fn up() -> Result<(), PinError> {
         return Err(sys("setting lo up")(nix::Error::last()));
     }
     Ok(())
+}
+
+/// An interface request naming `lo`, the rest zero.
+fn lo_request() -> libc::ifreq {
+    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo") {
+        *slot = *byte as libc::c_char;
+    }
+    request
 }
 
 #[cfg(test)]
@@ -52,11 +58,7 @@ mod tests {
             None,
         )
         .unwrap();
-        // SAFETY: as in `up`.
-        let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo") {
-            *slot = *byte as libc::c_char;
-        }
+        let mut request = lo_request();
         // SAFETY: as in `up`.
         let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) };
         assert_eq!(rc, 0);

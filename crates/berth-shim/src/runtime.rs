@@ -321,15 +321,17 @@ pub fn kill_all(
     dirs: Option<&CgroupDirs>,
     signal: i32,
 ) -> Result<(), LibcontainerError> {
-    let sig = libcontainer::signal::Signal::try_from(signal)
-        .map_err(|e| LibcontainerError::Other(e.to_string()))?;
     match dirs {
         Some(dirs) => {
             let sig = Signal::try_from(signal)
                 .map_err(|e| LibcontainerError::Other(format!("signal {signal}: {e}")))?;
             dirs.signal_all(sig).map_err(LibcontainerError::OtherIO)
         }
-        None => container.kill(sig, true),
+        None => {
+            let sig = libcontainer::signal::Signal::try_from(signal)
+                .map_err(|e| LibcontainerError::Other(e.to_string()))?;
+            container.kill(sig, true)
+        }
     }
 }
 

@@ -4,31 +4,22 @@
 use std::time::Instant;
 
 use super::{error_chain, send_signal, Exited, Server, INIT_OUTPUT_GRACE, SIGKILL};
+use crate::bundle::BundleInfo;
 use crate::cgroup_dirs::CgroupDirs;
 use crate::daemon::FINAL_FLUSH;
 use crate::output::OutputPipe;
 use crate::reaper::reap_all;
+use crate::setup::ShimConfig;
 use crate::{runtime, timestamp};
 use berth_atomic_file::write_json_atomic;
 use berth_shim_api::protocol::{ErrorCode, ExitRecord, Response};
 use libcontainer::error::LibcontainerError;
 
 impl Server {
-    /// The cgroup dirs berthd named, unless the spec's cgroup is a systemd
-    /// scope (whose removal is systemd's business).
-    fn cgroup_dirs(&self) -> Option<&CgroupDirs> {
-        let systemd = self
-            .bundle
-            .cgroups_path
-            .as_deref()
-            .is_some_and(runtime::is_systemd_cgroups_path);
-        self.cfg.cgroup_dirs.as_ref().filter(|_| !systemd)
-    }
-
     /// Signals every process of the container.
     pub(super) fn kill_all(&mut self, signal: i32) -> Result<(), LibcontainerError> {
-        let dirs = self.cgroup_dirs().cloned();
-        runtime::kill_all(&mut self.container, dirs.as_ref(), signal)
+        let dirs = cgroup_dirs(&self.cfg, &self.bundle);
+        runtime::kill_all(&mut self.container, dirs, signal)
     }
 
     pub(super) fn on_sigchld(&mut self) {
@@ -136,12 +127,8 @@ impl Server {
         if self.init.record.is_none() {
             return;
         }
-        let dirs = self.cgroup_dirs().cloned();
-        let result = runtime::delete(
-            &mut self.container,
-            dirs.as_ref(),
-            self.bundle.poststop_hooks,
-        );
+        let dirs = cgroup_dirs(&self.cfg, &self.bundle);
+        let result = runtime::delete(&mut self.container, dirs, self.bundle.poststop_hooks);
         if result.is_ok() {
             // gone before the answer arrives: whoever reads "ok" finds no socket
             let _ = std::fs::remove_file(self.cfg.files.socket());
@@ -169,4 +156,15 @@ impl Server {
             }
         }
     }
+}
+
+/// The cgroup dirs berthd named, unless the spec's cgroup is a systemd
+/// scope (whose removal is systemd's business). A free function so that
+/// it borrows only the config and the bundle, not the container beside them.
+fn cgroup_dirs<'a>(cfg: &'a ShimConfig, bundle: &BundleInfo) -> Option<&'a CgroupDirs> {
+    let systemd = bundle
+        .cgroups_path
+        .as_deref()
+        .is_some_and(runtime::is_systemd_cgroups_path);
+    cfg.cgroup_dirs.as_ref().filter(|_| !systemd)
 }
