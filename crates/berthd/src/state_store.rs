@@ -3,7 +3,7 @@
 //! `<dir>/<id>/<file>`, written atomically, so a restarted berthd finds
 //! every object again. Names are reserved from the start of a create.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -21,6 +21,13 @@ pub trait Record: Serialize + DeserializeOwned + Send + 'static {
     fn name_key(&self) -> &str;
     /// The format the record was written in.
     fn format(&self) -> u32;
+    /// The id of the record this one belongs to (a container's sandbox),
+    /// never changed after the record is made. The store indexes it, so
+    /// one sandbox's containers are found without visiting every
+    /// container on the node.
+    fn owner(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The format of the records this berthd writes. Records from before
@@ -53,9 +60,59 @@ pub struct AmbiguousId {
 #[derive(Debug)]
 pub struct RecordStore<R> {
     dir: PathBuf,
-    records: Mutex<HashMap<String, Arc<tokio::sync::Mutex<R>>>>,
+    records: Mutex<Records<R>>,
     /// name key → id.
     names: Mutex<HashMap<String, String>>,
+}
+
+/// The records by id, and the ids by owner ([`Record::owner`]), changed
+/// together under one lock.
+#[derive(Debug)]
+struct Records<R> {
+    by_id: HashMap<String, Arc<tokio::sync::Mutex<R>>>,
+    /// owner id → the ids of its records (sorted, so listings are stable).
+    by_owner: HashMap<String, BTreeSet<String>>,
+    /// id → its owner, for removal (the record itself is behind its own
+    /// async lock).
+    owner_of: HashMap<String, String>,
+}
+
+impl<R> Default for Records<R> {
+    fn default() -> Self {
+        Self {
+            by_id: HashMap::new(),
+            by_owner: HashMap::new(),
+            owner_of: HashMap::new(),
+        }
+    }
+}
+
+impl<R: Record> Records<R> {
+    fn insert(&mut self, record: R) -> Arc<tokio::sync::Mutex<R>> {
+        let id = record.id().to_string();
+        if let Some(owner) = record.owner() {
+            self.by_owner
+                .entry(owner.to_string())
+                .or_default()
+                .insert(id.clone());
+            self.owner_of.insert(id.clone(), owner.to_string());
+        }
+        let handle = Arc::new(tokio::sync::Mutex::new(record));
+        self.by_id.insert(id, handle.clone());
+        handle
+    }
+
+    fn remove(&mut self, id: &str) {
+        self.by_id.remove(id);
+        if let Some(owner) = self.owner_of.remove(id) {
+            if let Some(ids) = self.by_owner.get_mut(&owner) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.by_owner.remove(&owner);
+                }
+            }
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,10 +157,7 @@ impl<R: Record> RecordStore<R> {
                 Ok(record) => {
                     lock(&store.names)
                         .insert(record.name_key().to_string(), record.id().to_string());
-                    lock(&store.records).insert(
-                        record.id().to_string(),
-                        Arc::new(tokio::sync::Mutex::new(record)),
-                    );
+                    lock(&store.records).insert(record);
                 }
                 Err(message) => {
                     tracing::warn!(kind = R::KIND, path = %path.display(), %message, "skipping unreadable state");
@@ -157,10 +211,7 @@ impl<R: Record> RecordStore<R> {
 
     /// Adds a record whose creation finished.
     pub fn insert(&self, record: R) -> Arc<tokio::sync::Mutex<R>> {
-        let id = record.id().to_string();
-        let handle = Arc::new(tokio::sync::Mutex::new(record));
-        lock(&self.records).insert(id, handle.clone());
-        handle
+        lock(&self.records).insert(record)
     }
 
     pub fn remove(&self, id: &str) {
@@ -169,7 +220,7 @@ impl<R: Record> RecordStore<R> {
 
     /// Whether `id` (a full id) is still known.
     pub fn contains(&self, id: &str) -> bool {
-        lock(&self.records).contains_key(id)
+        lock(&self.records).by_id.contains_key(id)
     }
 
     /// The record whose id is `id` or starts with it (a unique prefix).
@@ -178,10 +229,11 @@ impl<R: Record> RecordStore<R> {
             return Ok(None);
         }
         let records = lock(&self.records);
-        if let Some(handle) = records.get(id) {
+        if let Some(handle) = records.by_id.get(id) {
             return Ok(Some(handle.clone()));
         }
         let mut matches = records
+            .by_id
             .iter()
             .filter(|(candidate, _)| candidate.starts_with(id));
         match (matches.next(), matches.next()) {
@@ -196,7 +248,19 @@ impl<R: Record> RecordStore<R> {
 
     /// Every record.
     pub fn all(&self) -> Vec<Arc<tokio::sync::Mutex<R>>> {
-        lock(&self.records).values().cloned().collect()
+        lock(&self.records).by_id.values().cloned().collect()
+    }
+
+    /// The records whose [`Record::owner`] is `owner` (a full id), in id
+    /// order: as many lookups as it has records, whatever the store holds.
+    pub fn owned_by(&self, owner: &str) -> Vec<Arc<tokio::sync::Mutex<R>>> {
+        let records = lock(&self.records);
+        let Some(ids) = records.by_owner.get(owner) else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter_map(|id| records.by_id.get(id).cloned())
+            .collect()
     }
 
     /// Writes a record's state file atomically.
@@ -233,5 +297,86 @@ pub mod proto_base64 {
             .decode(text)
             .map_err(serde::de::Error::custom)?;
         M::decode(bytes.as_slice()).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    struct Member {
+        id: String,
+        group: String,
+    }
+
+    impl Record for Member {
+        const KIND: &'static str = "member";
+        const FILE: &'static str = "member.json";
+        fn id(&self) -> &str {
+            &self.id
+        }
+        fn name_key(&self) -> &str {
+            &self.id
+        }
+        fn format(&self) -> u32 {
+            1
+        }
+        fn owner(&self) -> Option<&str> {
+            Some(&self.group)
+        }
+    }
+
+    fn member(id: &str, group: &str) -> Member {
+        Member {
+            id: id.to_string(),
+            group: group.to_string(),
+        }
+    }
+
+    async fn ids(handles: Vec<Arc<tokio::sync::Mutex<Member>>>) -> Vec<String> {
+        let mut ids = Vec::new();
+        for handle in handles {
+            ids.push(handle.lock().await.id.clone());
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn owned_by_follows_inserts_and_removals() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::<Member>::open(dir.path()).unwrap();
+        store.insert(member("c2", "pod-a"));
+        store.insert(member("c1", "pod-a"));
+        store.insert(member("c3", "pod-b"));
+
+        assert_eq!(ids(store.owned_by("pod-a")).await, ["c1", "c2"]);
+        assert_eq!(ids(store.owned_by("pod-b")).await, ["c3"]);
+        // Owners are full ids: a prefix names nothing.
+        assert!(store.owned_by("pod").is_empty());
+
+        store.remove("c2");
+        assert_eq!(ids(store.owned_by("pod-a")).await, ["c1"]);
+        store.remove("c1");
+        assert!(store.owned_by("pod-a").is_empty());
+        assert!(!lock(&store.records).by_owner.contains_key("pod-a"));
+        // Removing twice, or an unknown id, changes nothing.
+        store.remove("c1");
+        store.remove("nope");
+        assert_eq!(ids(store.owned_by("pod-b")).await, ["c3"]);
+    }
+
+    #[tokio::test]
+    async fn owned_by_indexes_records_loaded_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = RecordStore::<Member>::open(dir.path()).unwrap();
+        for record in [member("c1", "pod-a"), member("c2", "pod-b")] {
+            std::fs::create_dir_all(first.record_dir(&record.id)).unwrap();
+            first.persist(&record).unwrap();
+        }
+        let reopened = RecordStore::<Member>::open(dir.path()).unwrap();
+        assert_eq!(ids(reopened.owned_by("pod-a")).await, ["c1"]);
+        assert_eq!(ids(reopened.owned_by("pod-b")).await, ["c2"]);
     }
 }

@@ -101,14 +101,13 @@ impl ContainerManager {
             .ok_or_else(|| ContainerError::NotFound { id: id.to_string() })
     }
 
-    /// Every container of a sandbox.
+    /// Every container of a sandbox (its full id), from the store's index:
+    /// every container event and pod stop asks, so it must not visit the
+    /// node's other containers.
     pub async fn of_sandbox(&self, sandbox_id: &str) -> Vec<ContainerRecord> {
         let mut records = Vec::new();
-        for handle in self.store.all() {
-            let record = handle.lock().await.clone();
-            if record.sandbox_id == sandbox_id {
-                records.push(record);
-            }
+        for handle in self.store.owned_by(sandbox_id) {
+            records.push(handle.lock().await.clone());
         }
         records
     }

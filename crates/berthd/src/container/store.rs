@@ -79,6 +79,10 @@ impl Record for ContainerRecord {
     fn format(&self) -> u32 {
         self.format
     }
+
+    fn owner(&self) -> Option<&str> {
+        Some(&self.sandbox_id)
+    }
 }
 
 /// All containers.
