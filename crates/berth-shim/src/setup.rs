@@ -47,8 +47,6 @@ pub enum SetupError {
     Console(std::io::Error),
     #[error("a container with a terminal cannot be restored from a checkpoint")]
     RestoreTty,
-    #[error("trimming the create's mount table: {0}")]
-    Trim(crate::mount_view::TrimError),
 }
 
 /// The command line, with paths made absolute and checked.
@@ -68,8 +66,6 @@ pub struct ShimConfig {
     pub restore: Option<PathBuf>,
     /// The container's cgroup dirs, when berthd named them.
     pub cgroup_dirs: Option<crate::cgroup_dirs::CgroupDirs>,
-    /// The state dir to trim the create's mount table to (`--trim-mounts`).
-    pub trim_mounts: Option<PathBuf>,
 }
 
 impl ShimConfig {
@@ -100,7 +96,6 @@ impl ShimConfig {
                 None => None,
             },
             cgroup_dirs: crate::cgroup_dirs::CgroupDirs::new(&args.cgroup_dir),
-            trim_mounts: args.trim_mounts.clone(),
         })
     }
 }
@@ -159,44 +154,6 @@ pub struct Created {
     pub restore_stdio: Option<[OwnedFd; 3]>,
 }
 
-/// Runs `create` in a mount namespace trimmed to what the spec names
-/// (`mount_view`) when berthd asked for it and nothing the spec names under
-/// the state dir needs mount propagation; in the host's otherwise, or when
-/// the trim fails (the create is the same, only slower with many pods).
-fn create_trimmed<T>(
-    cfg: &ShimConfig,
-    bundle: &BundleInfo,
-    create: impl FnOnce() -> T,
-) -> Result<T, SetupError> {
-    let Some(state_dir) = cfg.trim_mounts.as_deref().filter(|_| cfg.restore.is_none()) else {
-        return Ok(create());
-    };
-    if bundle
-        .propagated_paths
-        .iter()
-        .any(|path| path.starts_with(state_dir))
-    {
-        return Ok(create());
-    }
-    let kept = crate::mount_view::kept_dirs(state_dir, &bundle.host_paths);
-    let view = match crate::mount_view::TrimmedView::enter(state_dir, &kept) {
-        Ok(view) => view,
-        Err(err @ crate::mount_view::TrimError::Return(_)) => {
-            return Err(SetupError::Trim(err));
-        }
-        Err(err) => {
-            tracing::warn!(%err, "creating the container in the full mount table");
-            return Ok(create());
-        }
-    };
-    tracing::info!(kept = ?kept, "creating the container in a trimmed mount table");
-    let created = create();
-    // Should this fail, the shim exits and berthd's failed create removes
-    // what was made.
-    view.leave().map_err(SetupError::Trim)?;
-    Ok(created)
-}
-
 pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     let bundle = BundleInfo::load(&cfg.bundle)?;
     if bundle.terminal != cfg.tty {
@@ -218,15 +175,15 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     let (container, outputs, stdin, pty) = if cfg.tty {
         let console = ConsoleSocket::bind(&cfg.files.console_socket())
             .map_err(|e| SetupError::Sys("binding the console socket", e))?;
-        let container = create_trimmed(cfg, &bundle, || {
-            cfg.container.create(
+        let container = cfg
+            .container
+            .create(
                 &cfg.bundle,
                 InitStdio::Console(console.path().to_path_buf()),
                 systemd_cgroup,
                 &bundle.raw_env,
             )
-        })?
-        .map_err(SetupError::Create)?;
+            .map_err(SetupError::Create)?;
         let master = match console
             .receive_master()
             .map_err(SetupError::Console)
@@ -281,19 +238,16 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             };
             restore_stdio = Some([copy(&child_stdin)?, copy(&out_w)?, copy(&err_w)?]);
         }
-        let created = create_trimmed(cfg, &bundle, || {
-            cfg.container.create(
-                &cfg.bundle,
-                InitStdio::Pipes {
-                    stdin: child_stdin,
-                    stdout: out_w,
-                    stderr: err_w,
-                },
-                systemd_cgroup,
-                &bundle.raw_env,
-            )
-        })?;
-        let container = match created {
+        let container = match cfg.container.create(
+            &cfg.bundle,
+            InitStdio::Pipes {
+                stdin: child_stdin,
+                stdout: out_w,
+                stderr: err_w,
+            },
+            systemd_cgroup,
+            &bundle.raw_env,
+        ) {
             Ok(container) => container,
             Err(err) => {
                 // libcontainer's own messages are in our log already
