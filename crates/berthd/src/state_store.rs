@@ -69,12 +69,17 @@ pub struct RecordStore<R> {
 /// together under one lock.
 #[derive(Debug)]
 struct Records<R> {
-    by_id: HashMap<String, Arc<tokio::sync::Mutex<R>>>,
+    by_id: HashMap<String, Entry<R>>,
     /// owner id → the ids of its records (sorted, so listings are stable).
     by_owner: HashMap<String, BTreeSet<String>>,
-    /// id → its owner, for removal (the record itself is behind its own
-    /// async lock).
-    owner_of: HashMap<String, String>,
+}
+
+/// A record, and its owner kept beside it for removal (the record itself
+/// is behind its own async lock).
+#[derive(Debug)]
+struct Entry<R> {
+    handle: Arc<tokio::sync::Mutex<R>>,
+    owner: Option<String>,
 }
 
 impl<R> Default for Records<R> {
@@ -82,7 +87,6 @@ impl<R> Default for Records<R> {
         Self {
             by_id: HashMap::new(),
             by_owner: HashMap::new(),
-            owner_of: HashMap::new(),
         }
     }
 }
@@ -90,26 +94,35 @@ impl<R> Default for Records<R> {
 impl<R: Record> Records<R> {
     fn insert(&mut self, record: R) -> Arc<tokio::sync::Mutex<R>> {
         let id = record.id().to_string();
-        if let Some(owner) = record.owner() {
+        let owner = record.owner().map(str::to_string);
+        if let Some(owner) = &owner {
             self.by_owner
-                .entry(owner.to_string())
+                .entry(owner.clone())
                 .or_default()
                 .insert(id.clone());
-            self.owner_of.insert(id.clone(), owner.to_string());
         }
         let handle = Arc::new(tokio::sync::Mutex::new(record));
-        self.by_id.insert(id, handle.clone());
+        self.by_id.insert(
+            id,
+            Entry {
+                handle: handle.clone(),
+                owner,
+            },
+        );
         handle
     }
 
     fn remove(&mut self, id: &str) {
-        self.by_id.remove(id);
-        if let Some(owner) = self.owner_of.remove(id) {
-            if let Some(ids) = self.by_owner.get_mut(&owner) {
-                ids.remove(id);
-                if ids.is_empty() {
-                    self.by_owner.remove(&owner);
-                }
+        let Some(Entry {
+            owner: Some(owner), ..
+        }) = self.by_id.remove(id)
+        else {
+            return;
+        };
+        if let Some(ids) = self.by_owner.get_mut(&owner) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_owner.remove(&owner);
             }
         }
     }
@@ -229,15 +242,15 @@ impl<R: Record> RecordStore<R> {
             return Ok(None);
         }
         let records = lock(&self.records);
-        if let Some(handle) = records.by_id.get(id) {
-            return Ok(Some(handle.clone()));
+        if let Some(entry) = records.by_id.get(id) {
+            return Ok(Some(entry.handle.clone()));
         }
         let mut matches = records
             .by_id
             .iter()
             .filter(|(candidate, _)| candidate.starts_with(id));
         match (matches.next(), matches.next()) {
-            (Some((_, handle)), None) => Ok(Some(handle.clone())),
+            (Some((_, entry)), None) => Ok(Some(entry.handle.clone())),
             (None, _) => Ok(None),
             (Some(_), Some(_)) => Err(AmbiguousId {
                 kind: R::KIND,
@@ -248,7 +261,11 @@ impl<R: Record> RecordStore<R> {
 
     /// Every record.
     pub fn all(&self) -> Vec<Arc<tokio::sync::Mutex<R>>> {
-        lock(&self.records).by_id.values().cloned().collect()
+        lock(&self.records)
+            .by_id
+            .values()
+            .map(|entry| entry.handle.clone())
+            .collect()
     }
 
     /// The records whose [`Record::owner`] is `owner` (a full id), in id
@@ -259,7 +276,7 @@ impl<R: Record> RecordStore<R> {
             return Vec::new();
         };
         ids.iter()
-            .filter_map(|id| records.by_id.get(id).cloned())
+            .filter_map(|id| records.by_id.get(id).map(|entry| entry.handle.clone()))
             .collect()
     }
 
