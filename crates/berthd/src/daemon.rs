@@ -125,9 +125,7 @@ fn open_context(
         },
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
-    let root_layout = crate::layout::RootLayout::new(&config.root_dir);
-    let fs_usage =
-        crate::fs_usage::FsUsageCache::new(root_layout.images(), root_layout.containers());
+    let fs_usage = crate::fs_usage::FsUsageCache::new(layout.images(), layout.containers());
     let context = RuntimeContext {
         config,
         cgroup_driver,
