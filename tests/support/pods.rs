@@ -32,27 +32,10 @@ pub fn pid() -> u32 {
 // Host helpers (as in tests/sandbox.rs)
 // ---------------------------------------------------------------------------
 
-/// Pids of processes whose command line mentions `needle` (the shims
+/// Pids of the shims whose command line mentions `needle` (the shims
 /// berthd started for this test name the test's temp dir).
 pub fn pids_mentioning(needle: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    let own = std::process::id() as i32;
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if pid == own {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains("berth-shim") && cmdline.contains(needle) {
-            pids.push(pid);
-        }
-    }
-    pids
+    crate::host::processes_with(&["berth-shim", needle])
 }
 
 // ---------------------------------------------------------------------------
