@@ -27,13 +27,10 @@ const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
 /// no such flag.
 pub fn mark(dir: &Path) -> io::Result<bool> {
     let file = File::open(dir)?;
-    let mut flags: libc::c_int = 0;
-    // SAFETY: FS_IOC_GETFLAGS writes one int (the kernel's size, whatever
-    // the request number encodes) into `flags`, which outlives the call.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
-    if rc != 0 {
-        return unsupported_or(io::Error::last_os_error());
-    }
+    let mut flags = match inode_flags(&file) {
+        Ok(flags) => flags,
+        Err(err) => return unsupported_or(err),
+    };
     if flags & FS_TOPDIR_FL != 0 {
         return Ok(true);
     }
@@ -45,6 +42,18 @@ pub fn mark(dir: &Path) -> io::Result<bool> {
         return unsupported_or(io::Error::last_os_error());
     }
     Ok(true)
+}
+
+/// The inode flags of an open file (FS_IOC_GETFLAGS).
+fn inode_flags(file: &File) -> io::Result<libc::c_int> {
+    let mut flags: libc::c_int = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes one int (the kernel's size, whatever
+    // the request number encodes) into `flags`, which outlives the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags)
 }
 
 /// Filesystems without inode flags answer ENOTTY (no such ioctl) or
@@ -70,11 +79,7 @@ mod tests {
         let first = mark(&dir).unwrap();
         assert_eq!(mark(&dir).unwrap(), first);
         if first {
-            let file = File::open(&dir).unwrap();
-            let mut flags: libc::c_int = 0;
-            // SAFETY: as in `mark`.
-            let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) };
-            assert_eq!(rc, 0);
+            let flags = inode_flags(&File::open(&dir).unwrap()).unwrap();
             assert_ne!(flags & FS_TOPDIR_FL, 0, "the flag is set");
         }
     }

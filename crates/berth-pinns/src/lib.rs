@@ -1,10 +1,11 @@
 //! berth-pinns: run by berthd (fork+exec, so berthd itself never forks) to
 //! create a pod's namespaces. Like CRI-O's `pinns`, it unshares the
 //! namespaces asked for, brings up the new network namespace's `lo`, sets
-//! the hostname and namespaced sysctls inside them, and bind-mounts each namespace onto a file so it outlives every
-//! process. For a pod-wide PID namespace it also starts the pod's infra
-//! process: PID 1 of that namespace, which reaps zombies, holds no
-//! capabilities and lives in an empty root of its own.
+//! the hostname and namespaced sysctls inside them, and bind-mounts each
+//! namespace onto a file so it outlives every process. For a pod-wide PID
+//! namespace it also starts the pod's infra process: PID 1 of that
+//! namespace, which reaps zombies, holds no capabilities and lives in an
+//! empty root of its own.
 //!
 //! With `--uid-map` and `--gid-map` it first makes a user namespace with
 //! those mappings, and the other namespaces inside it, so that the pod's

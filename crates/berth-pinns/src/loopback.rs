@@ -19,12 +19,7 @@ pub fn up() -> Result<(), PinError> {
         None,
     )
     .map_err(sys("socket for lo"))?;
-    let mut request = lo_request();
-    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into
-    // `request`, which outlives the call; `sock` is an open socket.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) } != 0 {
-        return Err(sys("reading the flags of lo")(nix::Error::last()));
-    }
+    let mut request = lo_flags(&sock).map_err(sys("reading the flags of lo"))?;
     // SAFETY: after SIOCGIFFLAGS the union holds the flags.
     unsafe { request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
     // SAFETY: SIOCSIFFLAGS reads name and flags from `request`.
@@ -32,6 +27,17 @@ pub fn up() -> Result<(), PinError> {
         return Err(sys("setting lo up")(nix::Error::last()));
     }
     Ok(())
+}
+
+/// An interface request naming `lo`, with its flags read (SIOCGIFFLAGS).
+fn lo_flags(sock: &impl AsRawFd) -> nix::Result<libc::ifreq> {
+    let mut request = lo_request();
+    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into
+    // `request`, which outlives the call; `sock` is an open socket.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) } != 0 {
+        return Err(nix::Error::last());
+    }
+    Ok(request)
 }
 
 /// An interface request naming `lo`, the rest zero.
@@ -58,10 +64,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let mut request = lo_request();
-        // SAFETY: as in `up`.
-        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) };
-        assert_eq!(rc, 0);
+        let request = lo_flags(&sock).unwrap();
         // SAFETY: the union holds the flags.
         unsafe { request.ifr_ifru.ifru_flags & libc::IFF_UP as libc::c_short != 0 }
     }
