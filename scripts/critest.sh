@@ -44,6 +44,7 @@ work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 # inside it, as a host uid that must reach the state dir below.
 chmod 0711 "$work"
 berthd_pid=""
+state_mounted=""
 logdirs_before="$(ls -d /tmp/podLogTest* 2>/dev/null | sort || true)"
 shm_before="$(ipcs -m | awk 'NR>3 && $2 ~ /^[0-9]+$/ {print $2}' | sort)"
 
@@ -55,6 +56,12 @@ cleanup() {
     stop_pid "$berthd_pid" berthd
   fi
   bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1 || true
+  if [[ -n "$state_mounted" ]]; then
+    # Whatever a failed removal left under it first, then the tmpfs.
+    findmnt -rn -o TARGET | awk -v d="$work/state" 'index($0, d "/") == 1' | sort -r |
+      while IFS= read -r target; do umount -l "$target" 2>/dev/null || true; done
+    umount -l "$work/state" 2>/dev/null || true
+  fi
   # The CNI bridge plugin leaves its bridge behind by design; it is ours.
   ip link del berth-ct0 2>/dev/null || true
   # The HostIpc specs leave 1 MiB System V shared-memory segments behind.
@@ -106,6 +113,12 @@ write_bridge_network "$work/net.d/10-berth-critest.conflist" berth-critest berth
 # shared CONFORMANCE.md): every upstream critest names maps to the local one.
 write_berthd_config "$work/runtime-config.toml" cgroupfs "$work/net.d" "$registry" \
   "[metrics]\nenabled = true\naddress = \"$metrics_addr\""
+
+# The state dir on a tmpfs of its own, as /run is on a node (shims then
+# create containers in a trimmed mount table; berth-shim's mount_view).
+mkdir -p "$work/state"
+mount -t tmpfs -o mode=0711 tmpfs "$work/state"
+state_mounted=1
 
 log "starting berthd on $work/berth.sock"
 "$berthd" --config "$work/runtime-config.toml" --listen "$work/berth.sock" \

@@ -38,6 +38,26 @@ pub struct BundleInfo {
     /// The spec has poststop hooks (CDI may add them): deleting the
     /// container then goes through libcontainer, which runs them.
     pub poststop_hooks: bool,
+    /// Every host path the create reads: the rootfs (made absolute against
+    /// the bundle), mount sources and namespace paths (see `mount_view`).
+    pub host_paths: Vec<PathBuf>,
+    /// The paths of `host_paths` whose mounts must stay in their peer
+    /// groups: sources of mounts with shared or slave propagation.
+    pub propagated_paths: Vec<PathBuf>,
+    /// Some mount, or the rootfs, is shared: the container's mounts must
+    /// reach the host (Bidirectional propagation).
+    pub shares_with_host: bool,
+}
+
+/// Mount options that keep a mount in its peer group or under its master.
+fn propagates(option: &str) -> bool {
+    matches!(option, "shared" | "rshared" | "slave" | "rslave")
+}
+
+/// Mount options and rootfs propagation modes that send mount events back
+/// to the host.
+fn shares(option: &str) -> bool {
+    matches!(option, "shared" | "rshared")
 }
 
 impl BundleInfo {
@@ -45,6 +65,16 @@ impl BundleInfo {
         let path = bundle.join("config.json");
         let spec = Spec::load(&path).map_err(|source| BundleError { path, source })?;
         let mut info = Self::from_spec(&spec);
+        info.host_paths = info
+            .host_paths
+            .iter()
+            .map(|path| bundle.join(path))
+            .collect();
+        info.propagated_paths = info
+            .propagated_paths
+            .iter()
+            .map(|path| bundle.join(path))
+            .collect();
         let raw_path = berth_shim_api::raw_env::path(bundle);
         match std::fs::read(&raw_path) {
             Ok(bytes) => info.raw_env = berth_shim_api::raw_env::decode(&bytes),
@@ -61,6 +91,32 @@ impl BundleInfo {
 
     pub fn from_spec(spec: &Spec) -> Self {
         let linux = spec.linux().as_ref();
+        let rootfs = spec.root().as_ref().map(|root| root.path().clone());
+        let mut host_paths: Vec<PathBuf> = rootfs.iter().cloned().collect();
+        let mut propagated_paths = Vec::new();
+        // A slave rootfs only lets the container's bind mounts stay slaves
+        // of their sources; a shared one sends its mounts to the host.
+        let mut shares_with_host = linux
+            .and_then(|l| l.rootfs_propagation().as_deref())
+            .is_some_and(shares);
+        for mount in spec.mounts().iter().flatten() {
+            let options = mount.options().iter().flatten();
+            shares_with_host |= options.clone().any(|option| shares(option));
+            let Some(source) = mount.source() else {
+                continue;
+            };
+            host_paths.push(source.clone());
+            if options.into_iter().any(|option| propagates(option)) {
+                propagated_paths.push(source.clone());
+            }
+        }
+        host_paths.extend(
+            linux
+                .and_then(|l| l.namespaces().as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|ns| ns.path().clone()),
+        );
         let own_pid_namespace = linux
             .and_then(|l| l.namespaces().as_ref())
             .map(|nss| {
@@ -95,6 +151,9 @@ impl BundleInfo {
                 .as_ref()
                 .and_then(|h| h.poststop().as_ref())
                 .is_some_and(|hooks| !hooks.is_empty()),
+            host_paths,
+            propagated_paths,
+            shares_with_host,
         }
     }
 }

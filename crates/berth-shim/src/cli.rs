@@ -52,6 +52,11 @@ pub struct Args {
     /// manager (see `cgroup_dirs`).
     #[arg(long, value_name = "DIR")]
     pub cgroup_dir: Vec<PathBuf>,
+    /// berth's state dir, a mount point of its own: the container is
+    /// created from a mount namespace in which that dir holds only what the
+    /// spec names (see `mount_view`). Not with `--restore`.
+    #[arg(long, value_name = "DIR")]
+    pub trim_mounts: Option<PathBuf>,
     /// Longest log line before it is split into partial records (0: no limit).
     #[arg(long, default_value_t = DEFAULT_MAX_LINE)]
     pub max_log_line: usize,

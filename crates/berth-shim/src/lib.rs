@@ -22,6 +22,7 @@ pub mod daemon;
 pub mod exec;
 pub mod exec_userns;
 pub mod logfile;
+pub mod mount_view;
 pub mod oom;
 pub mod output;
 pub mod own_oom_score;

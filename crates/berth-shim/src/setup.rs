@@ -47,6 +47,8 @@ pub enum SetupError {
     Console(std::io::Error),
     #[error("a container with a terminal cannot be restored from a checkpoint")]
     RestoreTty,
+    #[error("trimming the create's mount table: {0}")]
+    Trim(crate::mount_view::TrimError),
 }
 
 /// The command line, with paths made absolute and checked.
@@ -66,6 +68,8 @@ pub struct ShimConfig {
     pub restore: Option<PathBuf>,
     /// The container's cgroup dirs, when berthd named them.
     pub cgroup_dirs: Option<crate::cgroup_dirs::CgroupDirs>,
+    /// The state dir to trim the create's mount table to (`--trim-mounts`).
+    pub trim_mounts: Option<PathBuf>,
 }
 
 impl ShimConfig {
@@ -96,6 +100,7 @@ impl ShimConfig {
                 None => None,
             },
             cgroup_dirs: crate::cgroup_dirs::CgroupDirs::new(&args.cgroup_dir),
+            trim_mounts: args.trim_mounts.clone(),
         })
     }
 }
@@ -154,6 +159,55 @@ pub struct Created {
     pub restore_stdio: Option<[OwnedFd; 3]>,
 }
 
+/// The state dir to trim the create's mount table to (`mount_view`): the
+/// one berthd named, unless this is a restore (CRIU restores the mounts
+/// itself), a mount must propagate back to the host (the trimmed namespace
+/// sends nothing there), or a path the spec names under the state dir needs
+/// propagation (its kept copy is private).
+fn trim_dir<'a>(
+    trim_mounts: Option<&'a Path>,
+    restore: bool,
+    bundle: &BundleInfo,
+) -> Option<&'a Path> {
+    let state_dir = trim_mounts.filter(|_| !restore)?;
+    let propagated_inside = bundle
+        .propagated_paths
+        .iter()
+        .any(|path| path.starts_with(state_dir));
+    (!bundle.shares_with_host && !propagated_inside).then_some(state_dir)
+}
+
+/// Runs `create` in a mount namespace trimmed to what the spec names when
+/// [`trim_dir`] allows it; in the host's otherwise, or when the trim fails
+/// (the create is the same, only slower with many pods).
+fn create_trimmed<T>(
+    cfg: &ShimConfig,
+    bundle: &BundleInfo,
+    create: impl FnOnce() -> T,
+) -> Result<T, SetupError> {
+    let Some(state_dir) = trim_dir(cfg.trim_mounts.as_deref(), cfg.restore.is_some(), bundle)
+    else {
+        return Ok(create());
+    };
+    let kept = crate::mount_view::kept_dirs(state_dir, &bundle.host_paths);
+    let view = match crate::mount_view::TrimmedView::enter(state_dir, &kept) {
+        Ok(view) => view,
+        Err(err @ crate::mount_view::TrimError::Return(_)) => {
+            return Err(SetupError::Trim(err));
+        }
+        Err(err) => {
+            tracing::warn!(%err, "creating the container in the full mount table");
+            return Ok(create());
+        }
+    };
+    tracing::info!(kept = ?kept, "creating the container in a trimmed mount table");
+    let created = create();
+    // Should this fail, the shim exits and berthd's failed create removes
+    // what was made.
+    view.leave().map_err(SetupError::Trim)?;
+    Ok(created)
+}
+
 pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     let bundle = BundleInfo::load(&cfg.bundle)?;
     if bundle.terminal != cfg.tty {
@@ -175,15 +229,15 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     let (container, outputs, stdin, pty) = if cfg.tty {
         let console = ConsoleSocket::bind(&cfg.files.console_socket())
             .map_err(|e| SetupError::Sys("binding the console socket", e))?;
-        let container = cfg
-            .container
-            .create(
+        let container = create_trimmed(cfg, &bundle, || {
+            cfg.container.create(
                 &cfg.bundle,
                 InitStdio::Console(console.path().to_path_buf()),
                 systemd_cgroup,
                 &bundle.raw_env,
             )
-            .map_err(SetupError::Create)?;
+        })?
+        .map_err(SetupError::Create)?;
         let master = match console
             .receive_master()
             .map_err(SetupError::Console)
@@ -238,16 +292,19 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             };
             restore_stdio = Some([copy(&child_stdin)?, copy(&out_w)?, copy(&err_w)?]);
         }
-        let container = match cfg.container.create(
-            &cfg.bundle,
-            InitStdio::Pipes {
-                stdin: child_stdin,
-                stdout: out_w,
-                stderr: err_w,
-            },
-            systemd_cgroup,
-            &bundle.raw_env,
-        ) {
+        let created = create_trimmed(cfg, &bundle, || {
+            cfg.container.create(
+                &cfg.bundle,
+                InitStdio::Pipes {
+                    stdin: child_stdin,
+                    stdout: out_w,
+                    stderr: err_w,
+                },
+                systemd_cgroup,
+                &bundle.raw_env,
+            )
+        })?;
+        let container = match created {
             Ok(container) => container,
             Err(err) => {
                 // libcontainer's own messages are in our log already
@@ -367,5 +424,63 @@ mod tests {
         // The write end stays open: a blocking read would hang here.
         copy_pending(&r, &mut out);
         assert_eq!(out, line);
+    }
+
+    fn bundle(mounts: &str, rootfs_propagation: Option<&str>) -> BundleInfo {
+        let propagation = rootfs_propagation
+            .map(|p| format!(r#", "rootfsPropagation": "{p}""#))
+            .unwrap_or_default();
+        let json = format!(
+            r#"{{"ociVersion": "1.0.2",
+                "process": {{"args": ["sh"], "cwd": "/", "user": {{"uid": 0, "gid": 0}}}},
+                "root": {{"path": "/run/berth/containers/c1/rootfs"}},
+                "mounts": [{mounts}],
+                "linux": {{"namespaces": [{{"type": "mount"}}]{propagation}}}}}"#
+        );
+        BundleInfo::from_spec(&serde_json::from_str(&json).expect("spec"))
+    }
+
+    const STATE: &str = "/run/berth";
+
+    #[test]
+    fn private_and_host_to_container_mounts_are_trimmed() {
+        let b = bundle(
+            r#"{"destination": "/etc/hosts", "source": "/run/berth/sandboxes/p1/hosts",
+                "options": ["rbind", "rprivate"]},
+               {"destination": "/data", "source": "/var/lib/kubelet/v",
+                "options": ["rbind", "rslave"]}"#,
+            Some("rslave"),
+        );
+        assert_eq!(
+            trim_dir(Some(Path::new(STATE)), false, &b),
+            Some(Path::new(STATE))
+        );
+        assert_eq!(trim_dir(None, false, &b), None);
+        assert_eq!(trim_dir(Some(Path::new(STATE)), true, &b), None, "restore");
+    }
+
+    #[test]
+    fn bidirectional_mounts_are_not_trimmed() {
+        let shared_mount = bundle(
+            r#"{"destination": "/data", "source": "/var/lib/kubelet/v",
+                "options": ["rbind", "rshared"]}"#,
+            None,
+        );
+        assert_eq!(trim_dir(Some(Path::new(STATE)), false, &shared_mount), None);
+        let shared_rootfs = bundle("", Some("rshared"));
+        assert_eq!(
+            trim_dir(Some(Path::new(STATE)), false, &shared_rootfs),
+            None
+        );
+    }
+
+    #[test]
+    fn propagation_under_the_state_dir_is_not_trimmed() {
+        let b = bundle(
+            r#"{"destination": "/x", "source": "/run/berth/sandboxes/p1/x",
+                "options": ["rbind", "rslave"]}"#,
+            None,
+        );
+        assert_eq!(trim_dir(Some(Path::new(STATE)), false, &b), None);
     }
 }

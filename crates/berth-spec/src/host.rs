@@ -201,6 +201,14 @@ pub fn propagation_from_mountinfo(mountinfo: &str, path: &Path) -> Option<HostPr
     best.map(|(_, propagation)| propagation)
 }
 
+/// Whether `path` is a mount point in `/proc/self/mountinfo` text.
+pub fn is_mount_point_in(mountinfo: &str, path: &Path) -> bool {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .any(|mount_point| Path::new(&unescape_mountinfo(mount_point)) == path)
+}
+
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
 fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
@@ -254,6 +262,16 @@ mod tests {
     fn propagation_reads_escaped_mount_points_and_prefers_shared() {
         let got = propagation_from_mountinfo(MOUNTINFO, Path::new("/tmp/with space/a"));
         assert_eq!(got, Some(HostPropagation::Shared));
+    }
+
+    #[test]
+    fn mount_points_are_whole_unescaped_paths() {
+        assert!(is_mount_point_in(MOUNTINFO, Path::new("/tmp/with space")));
+        assert!(!is_mount_point_in(
+            MOUNTINFO,
+            Path::new("/tmp/with space/a")
+        ));
+        assert!(!is_mount_point_in("", Path::new("/")));
     }
 
     #[test]

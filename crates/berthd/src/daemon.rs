@@ -123,6 +123,7 @@ fn open_context(
             hugetlb: features.hugetlb,
             swap: features.swap,
         },
+        trim_mounts: own_mount(&config.state_dir),
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let fs_usage = crate::fs_usage::FsUsageCache::new(layout.images(), layout.containers());
@@ -141,6 +142,18 @@ fn open_context(
         fs_usage,
     };
     Ok((context, lock))
+}
+
+/// `state_dir` when it is a mount point of its own (a tmpfs, say): only then
+/// can a shim drop every other pod's mounts from its view with one lazy
+/// unmount (berth-shim's `mount_view`). Read once: the state dir does not
+/// move while berthd runs.
+fn own_mount(state_dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(state_dir).ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let own = berth_spec::host::is_mount_point_in(&mountinfo, &dir);
+    tracing::info!(state = %dir.display(), own_mount = own, "state dir");
+    own.then_some(dir)
 }
 
 /// The streaming server behind Exec, Attach and PortForward, serving

@@ -156,6 +156,7 @@ impl Runtime {
             criu: Arc::new(berthd::container::host::CriuBinary),
             criu_check: Default::default(),
             features: berth_spec::CgroupFeatures::default(),
+            trim_mounts: None,
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());
         Self {
@@ -199,6 +200,7 @@ impl Runtime {
             timeout: shim::CREATE_TIMEOUT,
             restore: None,
             cgroup_dirs: &[],
+            trim_mounts: None,
         })
         .await
         .expect("shim created the container");

@@ -4,7 +4,8 @@
 # registry and a CNI bridge network of its own.
 #
 #   berthd.sh start WORK_DIR BIN_DIR   socket at WORK_DIR/berth.sock
-#   berthd.sh stop WORK_DIR            removes its pods, then stops it by pid
+#   berthd.sh stop WORK_DIR            removes its pods, stops it by pid,
+#                                      unmounts its state dir
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo_scripts="$(cd "$here/../.." && pwd)"
@@ -27,6 +28,11 @@ start)
   write_bridge_network "$work/net.d/10-berth.conflist" berth-guest berth-g0 \
     10.90.0.0/16 "$work/cni-ipam"
   write_berthd_config "$work/runtime-config.toml" auto "$work/net.d" 127.0.0.1:5000
+  # The state dir on a tmpfs of its own, as /run is on a node: shims then
+  # create containers in a trimmed mount table (berth-shim's mount_view),
+  # here under systemd's shared mount propagation.
+  mkdir -p "$work/state"
+  mountpoint -q "$work/state" || mount -t tmpfs -o mode=0711 tmpfs "$work/state"
   "$bin/berthd" --config "$work/runtime-config.toml" --listen "$sock" \
     --root "$work/root" --state "$work/state" --log-level "${BERTH_GUEST_LOG:-info}" \
     >"$work/berthd.log" 2>&1 &
@@ -43,6 +49,10 @@ stop)
   crictl --timeout 60s --runtime-endpoint "unix://$sock" rmp --all --force >/dev/null 2>&1 || true
   stop_pid "$pid" berthd
   ip link del berth-g0 2>/dev/null || true
+  # Whatever a failed removal left under it first, then the tmpfs.
+  findmnt -rn -o TARGET | awk -v d="$work/state" 'index($0, d "/") == 1' | sort -r |
+    while IFS= read -r target; do umount -l "$target" 2>/dev/null || true; done
+  umount -l "$work/state" 2>/dev/null || true
   ;;
 *)
   echo "usage: berthd.sh start|stop WORK_DIR [BIN_DIR]" >&2

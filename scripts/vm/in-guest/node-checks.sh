@@ -41,6 +41,9 @@ JSON
   echo "$pod_id $ctr_id"
 }
 
+# How many mounts the host's table has at exactly PATH.
+mounts_at() { findmnt -rn -o TARGET | grep -cxF "$1"; }
+
 # The unit's cgroup path, as systemd reports it.
 unit_cgroup() { systemctl show -P ControlGroup "$1" 2>/dev/null; }
 
@@ -57,6 +60,14 @@ for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable
   fi
   pass "$name pod runs a container"
   read -r pod_id ctr_id <<<"$ids"
+  # The container was created in a trimmed mount table (its state dir is a
+  # tmpfs, see berthd.sh): nothing done there may reach the host's table,
+  # where / is shared.
+  check "$name: the container was created in a trimmed mount table" yes \
+    "$(grep -q "in a trimmed mount table" "$work/state/shims/${ctr_id:0:12}/shim.log" && echo yes || echo no)"
+  check "$name: the state dir is mounted once on the host" 1 "$(mounts_at "$work/state")"
+  check "$name: nothing is mounted on the container's record dir" 0 \
+    "$(mounts_at "$work/state/containers/$ctr_id")"
   scope="berth-$ctr_id.scope"
   if systemctl status "$scope" >/dev/null 2>&1 || [[ $? == 3 ]]; then
     pass "$name: systemctl status finds $scope"
@@ -124,6 +135,9 @@ if ids="$(pod oom "" 'x=$(yes | head -c 200000000); sleep 3600')"; then
 else
   fail "oom pod runs a container" "$(tail -n 5 "$work/berthd.log")"
 fi
+
+check "nothing is left mounted under the state dir" "" \
+  "$(findmnt -rn -o TARGET | awk -v d="$work/state" 'index($0, d "/") == 1')"
 
 # berth started the kubelet-style slices itself (no kubelet here), so it
 # must have stopped them once empty.

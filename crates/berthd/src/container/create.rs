@@ -232,6 +232,7 @@ impl ContainerManager {
                 timeout: super::shim::CREATE_TIMEOUT,
                 restore: restore_dir.as_deref(),
                 cgroup_dirs: &spec.cgroup_dirs,
+                trim_mounts: self.trim_mounts.as_deref(),
             })
             .await?;
         let record = ContainerRecord {

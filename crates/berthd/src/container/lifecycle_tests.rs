@@ -56,6 +56,7 @@ async fn fixture() -> Fixture {
         }),
         criu_check: Default::default(),
         features: berth_spec::CgroupFeatures::default(),
+        trim_mounts: None,
     };
     Fixture {
         manager: Arc::new(manager),

@@ -37,6 +37,9 @@ pub struct ShimLaunch<'a> {
     /// The container's cgroup dir in each hierarchy (cgroupfs paths; empty
     /// for a systemd scope): the shim signals and removes the cgroup there.
     pub cgroup_dirs: &'a [PathBuf],
+    /// berth's state dir when it is a mount of its own: the shim creates
+    /// the container in a mount table trimmed to what its spec names there.
+    pub trim_mounts: Option<&'a Path>,
 }
 
 /// Starts a shim and waits until it reports the container created. Returns
@@ -63,6 +66,9 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
     }
     for dir in launch.cgroup_dirs {
         command.arg("--cgroup-dir").arg(dir);
+    }
+    if let Some(dir) = launch.trim_mounts {
+        command.arg("--trim-mounts").arg(dir);
     }
     if launch.stdin {
         command.arg("--stdin");
@@ -259,6 +265,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             restore: None,
             cgroup_dirs: &[],
+            trim_mounts: None,
         })
         .await
         .unwrap_err();
