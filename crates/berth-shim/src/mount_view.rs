@@ -129,6 +129,28 @@ impl TrimmedView {
     }
 }
 
+/// Runs `f` in a mount namespace whose `state_dir` holds only `kept`, and
+/// says whether it did: when the trimmed namespace cannot be set up, `f`
+/// runs in the host's (the same work, only slower with many pods). Fails
+/// only when the shim cannot go back to the host's namespace afterwards.
+pub fn run_trimmed<T>(
+    state_dir: &Path,
+    kept: &[PathBuf],
+    f: impl FnOnce() -> T,
+) -> Result<(T, bool), TrimError> {
+    let view = match TrimmedView::enter(state_dir, kept) {
+        Ok(view) => view,
+        Err(err @ TrimError::Return(_)) => return Err(err),
+        Err(err) => {
+            tracing::warn!(%err, "running in the full mount table");
+            return Ok((f(), false));
+        }
+    };
+    let result = f();
+    view.leave()?;
+    Ok((result, true))
+}
+
 /// In the new namespace: detach the state dir's subtree and put back its
 /// own mount and the kept dirs.
 fn trim(state_dir: &Path, kept: &[PathBuf]) -> Result<(), TrimError> {

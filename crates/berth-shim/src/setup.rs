@@ -190,21 +190,13 @@ fn create_trimmed<T>(
         return Ok(create());
     };
     let kept = crate::mount_view::kept_dirs(state_dir, &bundle.host_paths);
-    let view = match crate::mount_view::TrimmedView::enter(state_dir, &kept) {
-        Ok(view) => view,
-        Err(err @ crate::mount_view::TrimError::Return(_)) => {
-            return Err(SetupError::Trim(err));
-        }
-        Err(err) => {
-            tracing::warn!(%err, "creating the container in the full mount table");
-            return Ok(create());
-        }
-    };
-    tracing::info!(kept = ?kept, "creating the container in a trimmed mount table");
-    let created = create();
-    // Should this fail, the shim exits and berthd's failed create removes
-    // what was made.
-    view.leave().map_err(SetupError::Trim)?;
+    // Should going back fail, the shim exits and berthd's failed create
+    // removes what was made.
+    let (created, trimmed) =
+        crate::mount_view::run_trimmed(state_dir, &kept, create).map_err(SetupError::Trim)?;
+    if trimmed {
+        tracing::info!(kept = ?kept, "created the container in a trimmed mount table");
+    }
     Ok(created)
 }
 

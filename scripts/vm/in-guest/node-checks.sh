@@ -41,6 +41,12 @@ JSON
   echo "$pod_id $ctr_id"
 }
 
+# shim_logged CONTAINER_ID REGEX: "yes" when the container's shim logged a
+# line matching REGEX.
+shim_logged() {
+  grep -q "$2" "$work/state/shims/${1:0:12}/shim.log" && echo yes || echo no
+}
+
 # How many mounts the host's table has at exactly PATH.
 mounts_at() { findmnt -rn -o TARGET | grep -cxF "$1"; }
 
@@ -64,7 +70,7 @@ for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable
   # tmpfs, see berthd.sh): nothing done there may reach the host's table,
   # where / is shared.
   check "$name: the container was created in a trimmed mount table" yes \
-    "$(grep -q "in a trimmed mount table" "$work/state/shims/${ctr_id:0:12}/shim.log" && echo yes || echo no)"
+    "$(shim_logged "$ctr_id" "created the container in a trimmed mount table")"
   check "$name: the state dir is mounted once on the host" 1 "$(mounts_at "$work/state")"
   check "$name: nothing is mounted on the container's record dir" 0 \
     "$(mounts_at "$work/state/containers/$ctr_id")"
@@ -82,6 +88,8 @@ for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable
   check "$name: own cgroup namespace inside" "0::/" "$(cri exec "$ctr_id" cat /proc/self/cgroup 2>&1)"
   check "$name: memory.max readable inside" "$limit" \
     "$(cri exec "$ctr_id" cat /sys/fs/cgroup/memory.max 2>&1)"
+  check "$name: execs start from a trimmed mount table" yes \
+    "$(shim_logged "$ctr_id" "\(exec\|session\) started.*trimmed=true")"
   check "$name: crictl stats has its row" "$ctr_id" \
     "$(cri stats -o json 2>/dev/null | jq -r --arg id "$ctr_id" '.stats[] | select(.attributes.id == $id) | .attributes.id')"
   check "$name: stats report memory" true \

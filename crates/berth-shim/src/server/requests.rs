@@ -1,6 +1,7 @@
 //! The answers to `start`, `kill`, `state`, `reopen-log`, `exec` and
 //! `session`.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -19,6 +20,15 @@ use berth_shim_api::protocol::{
     CheckpointRequest, ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest,
     SignalArg, StateInfo,
 };
+use libcontainer::error::LibcontainerError;
+
+/// An interactive exec that has started: its pid, whether it started from
+/// a trimmed mount table, and the shim's ends of its stdio.
+struct StartedSession {
+    pid: i32,
+    trimmed: bool,
+    fds: Vec<(SessionFd, OwnedFd)>,
+}
 
 impl Server {
     pub(super) fn state(&self) -> StateInfo {
@@ -188,9 +198,9 @@ impl Server {
             Ok(s) => s,
             Err(e) => return Some(Response::error(ErrorCode::Failed, e.to_string())),
         };
-        match self.cfg.container.exec(&process, child_stdio, None) {
-            Ok(pid) => {
-                tracing::info!(pid, args = ?req.args, "exec started");
+        match self.exec_process(&process, child_stdio, None) {
+            Ok((pid, trimmed)) => {
+                tracing::info!(pid, args = ?req.args, trimmed, "exec started");
                 let timeout = (req.timeout_s > 0).then(|| Duration::from_secs(req.timeout_s));
                 let session = ExecSession::new(pid, out_r, err_r, timeout, req.max_output_bytes);
                 self.execs.push(PendingExec {
@@ -230,11 +240,11 @@ impl Server {
         } else {
             self.start_pipe_session(&process, &req)
         };
-        let (pid, fds) = match started {
+        let StartedSession { pid, trimmed, fds } = match started {
             Ok(s) => s,
             Err(msg) => return Some(Response::error(ErrorCode::Failed, msg)),
         };
-        tracing::info!(pid, args = ?req.args, tty = req.tty, "session started");
+        tracing::info!(pid, args = ?req.args, tty = req.tty, trimmed, "session started");
         let (names, fds): (Vec<SessionFd>, Vec<OwnedFd>) = fds.into_iter().unzip();
         self.sessions.push(InteractiveSession {
             pid,
@@ -253,10 +263,32 @@ impl Server {
         None
     }
 
-    fn start_tty_session(
-        &mut self,
+    /// Starts an exec'd process in the container; returns its pid and
+    /// whether it was started from a trimmed mount table. libcontainer's
+    /// exec builds a cgroup v1 manager that reads the whole table once per
+    /// controller, so with berthd's state dir on a mount of its own it runs
+    /// in a table trimmed as for the create (`mount_view`); the process
+    /// itself joins the container's mount namespace either way.
+    fn exec_process(
+        &self,
         process: &ExecProcess,
-    ) -> Result<(i32, Vec<(SessionFd, OwnedFd)>), String> {
+        stdio: [OwnedFd; 3],
+        console: Option<&Path>,
+    ) -> Result<(i32, bool), LibcontainerError> {
+        let exec = || self.cfg.container.exec(process, stdio, console);
+        let Some(state_dir) = self.cfg.trim_mounts.as_deref() else {
+            return exec().map(|pid| (pid, false));
+        };
+        let kept = crate::mount_view::kept_dirs(state_dir, &self.bundle.host_paths);
+        let (started, trimmed) =
+            crate::mount_view::run_trimmed(state_dir, &kept, exec).map_err(|err| {
+                tracing::error!(%err, "after an exec");
+                LibcontainerError::OtherIO(std::io::Error::other(err.to_string()))
+            })?;
+        started.map(|pid| (pid, trimmed))
+    }
+
+    fn start_tty_session(&mut self, process: &ExecProcess) -> Result<StartedSession, String> {
         let console = ConsoleSocket::bind(&self.cfg.files.exec_console_socket())
             .map_err(|e| format!("binding the console socket: {e}"))?;
         let null = || {
@@ -265,13 +297,15 @@ impl Server {
                 .map_err(|e| format!("/dev/null: {e}"))
         };
         let stdio = [null()?, null()?, null()?];
-        let pid = self
-            .cfg
-            .container
-            .exec(process, stdio, Some(console.path()))
+        let (pid, trimmed) = self
+            .exec_process(process, stdio, Some(console.path()))
             .map_err(|e| format!("exec: {}", error_chain(&e)))?;
         match console.receive_master() {
-            Ok(master) => Ok((pid, vec![(SessionFd::Pty, master)])),
+            Ok(master) => Ok(StartedSession {
+                pid,
+                trimmed,
+                fds: vec![(SessionFd::Pty, master)],
+            }),
             Err(e) => {
                 InteractiveSession { pid, client: None }.kill();
                 Err(format!("receiving the pty master: {e}"))
@@ -283,7 +317,7 @@ impl Server {
         &mut self,
         process: &ExecProcess,
         req: &SessionRequest,
-    ) -> Result<(i32, Vec<(SessionFd, OwnedFd)>), String> {
+    ) -> Result<StartedSession, String> {
         let mut ours = Vec::new();
         let mut child = Vec::new();
         for (wanted, which) in [
@@ -314,12 +348,14 @@ impl Server {
         }
         let [stdin, stdout, stderr]: [OwnedFd; 3] =
             child.try_into().map_err(|_| "session stdio".to_string())?;
-        let pid = self
-            .cfg
-            .container
-            .exec(process, [stdin, stdout, stderr], None)
+        let (pid, trimmed) = self
+            .exec_process(process, [stdin, stdout, stderr], None)
             .map_err(|e| format!("exec: {}", error_chain(&e)))?;
-        Ok((pid, ours))
+        Ok(StartedSession {
+            pid,
+            trimmed,
+            fds: ours,
+        })
     }
 
     pub(super) fn finish_execs(&mut self, now: Instant) {
