@@ -24,18 +24,13 @@
 //! container is created, so the trimmed one dies with the container's
 //! intermediate process and never keeps a copy of a host mount alive.
 
-use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
 
+use berth_mount::{attach_tree, clone_tree};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{setns, unshare, CloneFlags};
-
-/// `open_tree(2)` and `move_mount(2)` flags (linux/mount.h).
-const OPEN_TREE_CLONE: libc::c_uint = 1;
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
 
 /// Failures of the trim. Any of them leaves the shim in the host's mount
 /// namespace, except [`TrimError::Return`].
@@ -180,61 +175,17 @@ fn trim(state_dir: &Path, kept: &[PathBuf]) -> Result<(), TrimError> {
         None::<&str>,
     )
     .map_err(|e| step("making private", state_dir)(e.into()))?;
-    let root = open_tree(state_dir, false).map_err(step("copying the mount of", state_dir))?;
+    let root = clone_tree(state_dir, false)
+        .map_err(|e| step("copying the mount of", state_dir)(e.into()))?;
     let mut copies = Vec::with_capacity(kept.len());
     for dir in kept {
-        copies.push((dir, open_tree(dir, true).map_err(step("copying", dir))?));
+        let copy = clone_tree(dir, true).map_err(|e| step("copying", dir)(e.into()))?;
+        copies.push((dir, copy));
     }
     umount2(state_dir, MntFlags::MNT_DETACH).map_err(|e| step("detaching", state_dir)(e.into()))?;
-    move_mount(&root, state_dir).map_err(step("putting back", state_dir))?;
+    attach_tree(&root, state_dir).map_err(|e| step("putting back", state_dir)(e.into()))?;
     for (dir, copy) in copies {
-        move_mount(&copy, dir).map_err(step("putting back", dir))?;
-    }
-    Ok(())
-}
-
-fn c_path(path: &Path) -> std::io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
-}
-
-/// A detached copy of the mount at `path` (with its submounts when
-/// `recursive`).
-fn open_tree(path: &Path, recursive: bool) -> std::io::Result<OwnedFd> {
-    let path = c_path(path)?;
-    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
-    if recursive {
-        flags |= libc::AT_RECURSIVE as libc::c_uint;
-    }
-    // SAFETY: a NUL-terminated path and plain flags; the result is a new fd
-    // or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let fd =
-        i32::try_from(fd).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
-    // SAFETY: open_tree returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Attaches the detached mount `tree` at `target`.
-fn move_mount(tree: &OwnedFd, target: &Path) -> std::io::Result<()> {
-    let target = c_path(target)?;
-    let empty = c"";
-    // SAFETY: a live fd, NUL-terminated paths and plain flags.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
+        attach_tree(&copy, dir).map_err(|e| step("putting back", dir)(e.into()))?;
     }
     Ok(())
 }

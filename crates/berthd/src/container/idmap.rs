@@ -3,9 +3,8 @@
 //! root owns then belong to root of that namespace when seen through the
 //! clone, and what the namespace's root writes there belongs to host root.
 
-use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use nix::libc;
@@ -63,8 +62,11 @@ fn failed(path: &Path, step: &'static str) -> impl FnOnce(nix::Error) -> IdmapEr
     move |source| IdmapError::Syscall { step, path, source }
 }
 
-fn c_path(path: &Path) -> Result<CString, IdmapError> {
-    CString::new(path.as_os_str().as_encoded_bytes())
+/// A path with a NUL byte is berth's error, not a refusal of the kernel's
+/// (which would say EINVAL, as it says of a filesystem it cannot idmap).
+fn check_path(path: &Path) -> Result<(), IdmapError> {
+    berth_mount::c_path(path)
+        .map(drop)
         .map_err(|_| IdmapError::BadPath(path.to_path_buf()))
 }
 
@@ -78,22 +80,11 @@ pub fn attach_idmapped(
     userns: &File,
     recursive: bool,
 ) -> Result<(), IdmapError> {
-    let source_c = c_path(source)?;
-    let target_c = c_path(target)?;
+    check_path(source)?;
+    check_path(target)?;
     let recursive_flag = if recursive { libc::AT_RECURSIVE } else { 0 };
-    // SAFETY: open_tree reads the NUL-terminated path and returns a new fd.
-    let tree = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            source_c.as_ptr(),
-            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | recursive_flag as libc::c_uint,
-        )
-    };
-    let tree = nix::errno::Errno::result(tree).map_err(failed(source, "open_tree"))?;
-    // SAFETY: the syscall succeeded, so `tree` is a new fd we alone own.
     // Dropping it unattached frees the clone.
-    let tree = unsafe { OwnedFd::from_raw_fd(tree as i32) };
+    let tree = berth_mount::clone_tree(source, recursive).map_err(failed(source, "open_tree"))?;
     let attr = libc::mount_attr {
         attr_set: libc::MOUNT_ATTR_IDMAP,
         attr_clr: 0,
@@ -114,17 +105,6 @@ pub fn attach_idmapped(
         )
     };
     nix::errno::Errno::result(set).map_err(failed(source, "mount_setattr"))?;
-    // SAFETY: move_mount reads the two NUL-terminated paths.
-    let moved = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_FDCWD,
-            target_c.as_ptr(),
-            libc::MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    nix::errno::Errno::result(moved).map_err(failed(target, "move_mount"))?;
+    berth_mount::attach_tree(&tree, target).map_err(failed(target, "move_mount"))?;
     Ok(())
 }
