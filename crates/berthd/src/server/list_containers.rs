@@ -25,36 +25,38 @@ impl CriService {
         let containers = &self.context().containers;
         let mut items = Vec::new();
         for handle in containers.store.all() {
-            let record = handle.lock().await.clone();
-            if !filter.id.is_empty() && !record.id.starts_with(&filter.id) {
-                continue;
-            }
-            if !filter.pod_sandbox_id.is_empty()
-                && !record.sandbox_id.starts_with(&filter.pod_sandbox_id)
-            {
-                continue;
-            }
-            let config = record.config.clone();
-            if !labels_match(&config.labels, &filter.label_selector) {
-                continue;
-            }
+            // Filters are checked under the lock: only the records that
+            // pass are copied out (kubelet lists one pod's containers
+            // often, and a record carries its whole config).
+            let record = {
+                let record = handle.lock().await;
+                let wanted = (filter.id.is_empty() || record.id.starts_with(&filter.id))
+                    && (filter.pod_sandbox_id.is_empty()
+                        || record.sandbox_id.starts_with(&filter.pod_sandbox_id))
+                    && labels_match(&record.config.labels, &filter.label_selector);
+                if !wanted {
+                    continue;
+                }
+                record.clone()
+            };
             let state = cri_state(containers.state(&record).await.as_ref());
             if let Some(wanted) = &filter.state {
                 if wanted.state() != state {
                     continue;
                 }
             }
+            let image = Some(image_spec(&record));
             items.push(Container {
-                id: record.id.clone(),
-                pod_sandbox_id: record.sandbox_id.clone(),
-                metadata: config.metadata.clone(),
-                image: Some(image_spec(&record)),
+                image,
                 image_ref: record.image_id.clone(),
                 state: state as i32,
                 created_at: record.created_at,
-                labels: config.labels.clone(),
-                annotations: config.annotations.clone(),
-                image_id: record.image_id.clone(),
+                metadata: record.config.metadata,
+                labels: record.config.labels,
+                annotations: record.config.annotations,
+                image_id: record.image_id,
+                id: record.id,
+                pod_sandbox_id: record.sandbox_id,
             });
         }
         items.sort_by_key(|item| std::cmp::Reverse(item.created_at));
