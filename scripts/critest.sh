@@ -38,6 +38,8 @@ source "$repo/scripts/lib/process.sh"
 source "$repo/scripts/lib/cni.sh"
 # shellcheck source=lib/berthd-config.sh
 source "$repo/scripts/lib/berthd-config.sh"
+# shellcheck source=lib/mounts.sh
+source "$repo/scripts/lib/mounts.sh"
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 # Searchable by all: a pod with a user namespace mounts its rootfs from
@@ -57,10 +59,7 @@ cleanup() {
   fi
   bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1 || true
   if [[ -n "$state_mounted" ]]; then
-    # Whatever a failed removal left under it first, then the tmpfs.
-    findmnt -rn -o TARGET | awk -v d="$work/state" 'index($0, d "/") == 1' | sort -r |
-      while IFS= read -r target; do umount -l "$target" 2>/dev/null || true; done
-    umount -l "$work/state" 2>/dev/null || true
+    unmount_tree "$work/state"
   fi
   # The CNI bridge plugin leaves its bridge behind by design; it is ours.
   ip link del berth-ct0 2>/dev/null || true
@@ -116,8 +115,7 @@ write_berthd_config "$work/runtime-config.toml" cgroupfs "$work/net.d" "$registr
 
 # The state dir on a tmpfs of its own, as /run is on a node (shims then
 # create containers in a trimmed mount table; berth-shim's mount_view).
-mkdir -p "$work/state"
-mount -t tmpfs -o mode=0711 tmpfs "$work/state"
+state_tmpfs "$work/state"
 state_mounted=1
 
 log "starting berthd on $work/berth.sock"

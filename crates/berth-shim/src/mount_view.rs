@@ -48,11 +48,15 @@ pub enum TrimError {
     Return(std::io::Error),
 }
 
-fn step<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> TrimError + 'a {
+/// A failed step on `path`, from an io or nix error.
+fn step<'a, E: Into<std::io::Error>>(
+    step: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(E) -> TrimError + 'a {
     move |source| TrimError::Step {
         step,
         path: path.to_path_buf(),
-        source,
+        source: source.into(),
     }
 }
 
@@ -107,7 +111,7 @@ impl TrimmedView {
         let host = File::open("/proc/self/ns/mnt")
             .map_err(step("opening", Path::new("/proc/self/ns/mnt")))?;
         unshare(CloneFlags::CLONE_NEWNS)
-            .map_err(|e| step("unsharing the mount namespace for", state_dir)(e.into()))?;
+            .map_err(step("unsharing the mount namespace for", state_dir))?;
         let view = TrimmedView { host };
         match trim(state_dir, kept) {
             Ok(()) => Ok(view),
@@ -164,7 +168,7 @@ fn trim(state_dir: &Path, kept: &[PathBuf]) -> Result<(), TrimError> {
         MsFlags::MS_REC | MsFlags::MS_SLAVE,
         None::<&str>,
     )
-    .map_err(|e| step("making a slave of the host", Path::new("/"))(e.into()))?;
+    .map_err(step("making a slave of the host", Path::new("/")))?;
     // The state dir's subtree receives nothing either: the kept copies are
     // then private, like the record dirs they stand for.
     mount(
@@ -174,18 +178,17 @@ fn trim(state_dir: &Path, kept: &[PathBuf]) -> Result<(), TrimError> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| step("making private", state_dir)(e.into()))?;
-    let root = clone_tree(state_dir, false)
-        .map_err(|e| step("copying the mount of", state_dir)(e.into()))?;
+    .map_err(step("making private", state_dir))?;
+    let root = clone_tree(state_dir, false).map_err(step("copying the mount of", state_dir))?;
     let mut copies = Vec::with_capacity(kept.len());
     for dir in kept {
-        let copy = clone_tree(dir, true).map_err(|e| step("copying", dir)(e.into()))?;
+        let copy = clone_tree(dir, true).map_err(step("copying", dir))?;
         copies.push((dir, copy));
     }
-    umount2(state_dir, MntFlags::MNT_DETACH).map_err(|e| step("detaching", state_dir)(e.into()))?;
-    attach_tree(&root, state_dir).map_err(|e| step("putting back", state_dir)(e.into()))?;
+    umount2(state_dir, MntFlags::MNT_DETACH).map_err(step("detaching", state_dir))?;
+    attach_tree(&root, state_dir).map_err(step("putting back", state_dir))?;
     for (dir, copy) in copies {
-        attach_tree(&copy, dir).map_err(|e| step("putting back", dir)(e.into()))?;
+        attach_tree(&copy, dir).map_err(step("putting back", dir))?;
     }
     Ok(())
 }

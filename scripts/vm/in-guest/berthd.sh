@@ -13,6 +13,8 @@ repo_scripts="$(cd "$here/../.." && pwd)"
 source "$repo_scripts/lib/process.sh"
 # shellcheck source=../../lib/cni.sh
 source "$repo_scripts/lib/cni.sh"
+# shellcheck source=../../lib/mounts.sh
+source "$repo_scripts/lib/mounts.sh"
 # shellcheck source=../../lib/berthd-config.sh
 source "$repo_scripts/lib/berthd-config.sh"
 
@@ -31,8 +33,7 @@ start)
   # The state dir on a tmpfs of its own, as /run is on a node: shims then
   # create containers in a trimmed mount table (berth-shim's mount_view),
   # here under systemd's shared mount propagation.
-  mkdir -p "$work/state"
-  mountpoint -q "$work/state" || mount -t tmpfs -o mode=0711 tmpfs "$work/state"
+  state_tmpfs "$work/state"
   "$bin/berthd" --config "$work/runtime-config.toml" --listen "$sock" \
     --root "$work/root" --state "$work/state" --log-level "${BERTH_GUEST_LOG:-info}" \
     >"$work/berthd.log" 2>&1 &
@@ -49,10 +50,7 @@ stop)
   crictl --timeout 60s --runtime-endpoint "unix://$sock" rmp --all --force >/dev/null 2>&1 || true
   stop_pid "$pid" berthd
   ip link del berth-g0 2>/dev/null || true
-  # Whatever a failed removal left under it first, then the tmpfs.
-  findmnt -rn -o TARGET | awk -v d="$work/state" 'index($0, d "/") == 1' | sort -r |
-    while IFS= read -r target; do umount -l "$target" 2>/dev/null || true; done
-  umount -l "$work/state" 2>/dev/null || true
+  unmount_tree "$work/state"
   ;;
 *)
   echo "usage: berthd.sh start|stop WORK_DIR [BIN_DIR]" >&2
