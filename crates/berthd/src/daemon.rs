@@ -124,6 +124,7 @@ fn open_context(
             swap: features.swap,
         },
         trim_mounts: own_mount(&config.state_dir),
+        states: crate::container::state_cache::StateCache::for_fd_limit(),
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let fs_usage = crate::fs_usage::FsUsageCache::new(layout.images(), layout.containers());

@@ -18,6 +18,7 @@ use crate::container::idmap::IdmapError;
 use crate::container::idmapped_binds::IdmappedBind;
 use crate::container::rootfs::{RootfsError, RootfsPaths};
 use crate::container::shim::ShimLaunch;
+use crate::container::state_cache::ShimWatch;
 use crate::container::ContainerError;
 use crate::sandbox::host::{PodNamespaces, PodNetworks};
 use crate::sandbox::namespaces::{PinRequest, Pinned};
@@ -278,7 +279,23 @@ pub struct FakeShims {
     states: Mutex<HashMap<PathBuf, StateInfo>>,
     /// Exit files berthd wrote for shims that were gone.
     exits: Mutex<HashMap<PathBuf, StateInfo>>,
+    /// Per shim dir, how many signs a watch would see (an exit file
+    /// written, the shim ended); a start gives none, as a real one.
+    signs: Arc<Mutex<HashMap<PathBuf, u64>>>,
     next_pid: AtomicI32,
+}
+
+/// A pretended shim watch: moved once its dir got a sign since.
+struct FakeWatch {
+    signs: Arc<Mutex<HashMap<PathBuf, u64>>>,
+    dir: PathBuf,
+    seen: u64,
+}
+
+impl ShimWatch for FakeWatch {
+    fn moved(&self) -> bool {
+        lock(&self.signs).get(&self.dir).copied().unwrap_or(0) != self.seen
+    }
 }
 
 impl FakeShims {
@@ -287,8 +304,14 @@ impl FakeShims {
             journal,
             states: Mutex::new(HashMap::new()),
             exits: Mutex::new(HashMap::new()),
+            signs: Arc::default(),
             next_pid: AtomicI32::new(1000),
         }
+    }
+
+    /// A sign the shim of `dir` gives: an exit file, or its end.
+    fn sign(&self, dir: &Path) {
+        *lock(&self.signs).entry(dir.to_path_buf()).or_default() += 1;
     }
 
     fn set(&self, dir: &Path, change: impl FnOnce(&mut StateInfo)) -> bool {
@@ -337,16 +360,18 @@ impl Shims for FakeShims {
             }
             Request::Kill { signal, all } => {
                 self.journal.write(format!("kill {signal:?} all={all}"));
-                self.set(dir, |state| {
+                let killed = self.set(dir, |state| {
                     if state.status == RunState::Running {
                         state.status = RunState::Stopped;
                         state.exit_code = Some(137);
                     }
-                })
-                .then_some(Response::Ok)
+                });
+                self.sign(dir);
+                killed.then_some(Response::Ok)
             }
             Request::Shutdown => {
                 self.journal.write("shutdown shim");
+                self.sign(dir);
                 lock(&self.states).remove(dir).map(|_| Response::Ok)
             }
             Request::State => lock(&self.states).get(dir).cloned().map(Response::State),
@@ -381,12 +406,22 @@ impl Shims for FakeShims {
         live.or_else(|| lock(&self.exits).get(dir).cloned())
     }
 
+    fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>> {
+        let seen = lock(&self.signs).get(dir).copied().unwrap_or(0);
+        Some(Box::new(FakeWatch {
+            signs: self.signs.clone(),
+            dir: dir.to_path_buf(),
+            seen,
+        }))
+    }
+
     fn is_alive(&self, dir: &Path) -> bool {
         lock(&self.states).contains_key(dir)
     }
 
     async fn kill_unrecorded(&self, dir: &Path) {
         self.journal.write("kill unrecorded shim");
+        self.sign(dir);
         lock(&self.states).remove(dir);
     }
 
@@ -404,6 +439,7 @@ impl Shims for FakeShims {
             unknown: true,
         };
         lock(&self.exits).insert(dir.to_path_buf(), state);
+        self.sign(dir);
         Ok(())
     }
 }

@@ -157,6 +157,7 @@ impl Runtime {
             criu_check: Default::default(),
             features: berth_spec::CgroupFeatures::default(),
             trim_mounts: None,
+            states: berthd::container::state_cache::StateCache::new(64),
         });
         let streams = ContainerStreams::new(containers.clone(), sandboxes.clone());
         Self {

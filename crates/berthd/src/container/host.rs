@@ -16,6 +16,7 @@ use super::idmap::IdmapError;
 use super::idmapped_binds::{self, IdmappedBind};
 use super::rootfs::{self, RootfsError, RootfsPaths};
 use super::shim::{self, ShimLaunch};
+use super::state_cache::ShimWatch;
 use super::ContainerError;
 
 /// Mounting and unmounting a container's overlay root filesystem and the
@@ -59,6 +60,9 @@ pub trait Shims: Send + Sync {
     async fn call(&self, dir: &Path, request: Request, extra: Duration) -> io::Result<Response>;
     /// The container's state: from the live shim, else from its exit file.
     async fn state(&self, dir: &Path) -> Option<StateInfo>;
+    /// What tells when the state the shim of `dir` gives from now on may
+    /// be old; None if that cannot be told.
+    fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>>;
     /// Whether a shim process serves `dir`, answering or not.
     fn is_alive(&self, dir: &Path) -> bool;
     /// Kills the shim of `dir` that no record names (its berthd died
@@ -121,6 +125,10 @@ impl Shims for ShimProcesses {
 
     async fn state(&self, dir: &Path) -> Option<StateInfo> {
         shim::state(dir).await
+    }
+
+    fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>> {
+        shim::watch(dir).map(|watch| Box::new(watch) as Box<dyn ShimWatch>)
     }
 
     fn is_alive(&self, dir: &Path) -> bool {

@@ -16,7 +16,7 @@ use cri_api::v1::{
     LinuxContainerSecurityContext, NamespaceMode, NamespaceOption,
 };
 
-use super::store::ContainerStore;
+use super::store::{ContainerRecord, ContainerStore};
 use super::{ContainerError, ContainerManager};
 use crate::fakes::{FakeCriu, FakeMounts, FakeShims, Journal};
 use crate::sandbox::lifecycle_tests::{fixture as sandbox_fixture, pod, Fixture as Pods};
@@ -57,6 +57,7 @@ async fn fixture() -> Fixture {
         criu_check: Default::default(),
         features: berth_spec::CgroupFeatures::default(),
         trim_mounts: None,
+        states: super::state_cache::StateCache::new(64),
     };
     Fixture {
         manager: Arc::new(manager),
@@ -547,6 +548,41 @@ async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgrou
     f.manager.remove(&id).await.expect("remove");
     assert!(!f.pods.cgroups.exists(record.cgroup_dir()));
     assert_no_trace(&f, "shim gone");
+}
+
+/// The state reported for `record` (status, lists), twice over: the second
+/// read comes from the state cache.
+async fn reported(f: &Fixture, record: &ContainerRecord) -> Option<RunState> {
+    let first = f.manager.state(record).await.map(|state| state.status);
+    let second = f.manager.state(record).await.map(|state| state.status);
+    assert_eq!(first, second, "{}: a cached read differs", record.id);
+    first
+}
+
+#[tokio::test]
+async fn the_reported_state_follows_every_move_of_the_container() {
+    let f = fixture().await;
+    let (pod_id, id) = pod_and_container(&f, "app").await;
+    let record = f.manager.get(&id).await.expect("record");
+    assert_eq!(reported(&f, &record).await, Some(RunState::Created));
+    f.manager.start(&id).await.expect("start");
+    assert_eq!(reported(&f, &record).await, Some(RunState::Running));
+    f.manager.stop(&id, 10).await.expect("stop");
+    assert_eq!(reported(&f, &record).await, Some(RunState::Stopped));
+    f.manager.remove(&id).await.expect("remove");
+    assert_eq!(reported(&f, &record).await, None);
+
+    // A shim that dies leaves its container's state unknown.
+    let other = f
+        .manager
+        .create(&pod_id, container("other"), None)
+        .await
+        .expect("create");
+    f.manager.start(&other).await.expect("start");
+    let record = f.manager.get(&other).await.expect("record");
+    assert_eq!(reported(&f, &record).await, Some(RunState::Running));
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    assert_eq!(reported(&f, &record).await, None);
 }
 
 /// Pod `name` with its own user namespace (kubelet's single mapping).

@@ -25,6 +25,7 @@ pub mod rootfs;
 pub mod shim;
 pub mod shim_log;
 mod start;
+pub mod state_cache;
 mod stop;
 pub mod store;
 pub mod trash;
@@ -77,12 +78,27 @@ pub struct ContainerManager {
     /// shims then create containers in a mount table without the other
     /// pods' mounts (berth-shim's `mount_view`).
     pub trim_mounts: Option<PathBuf>,
+    /// The states shims last gave, for the calls that report them.
+    pub states: state_cache::StateCache,
 }
 
 impl ContainerManager {
-    /// The live state of a container.
+    /// The state of a container to report (status, lists, events,
+    /// metrics): as its shim last gave it while that still holds
+    /// ([`state_cache`]), else from the shim. The lifecycle's own steps
+    /// ask the shim.
     pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
-        self.shims.state(&record.shim_dir).await
+        let dir = &record.shim_dir;
+        if let Some(state) = self.states.get(dir) {
+            return Some(state);
+        }
+        let epoch = self.states.epoch();
+        let watch = self.shims.watch(dir);
+        let state = self.shims.state(dir).await;
+        if let Some(state) = &state {
+            self.states.store(dir, epoch, state, watch);
+        }
+        state
     }
 
     /// The container `id` names (full id or unique prefix).

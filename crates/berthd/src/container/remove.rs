@@ -45,6 +45,7 @@ impl ContainerManager {
         }
         trash::purge(trashed);
         self.store.remove(&record.id);
+        self.states.forget(&record.shim_dir);
         self.release_layers(&record.id);
         self.store.release_name(&record.name_key, &record.id);
         Ok(())

@@ -1,9 +1,11 @@
 //! Talking to a container's berth-shim: starting it (fork+exec, never a
 //! fork of berthd itself) and calling it over its socket.
 
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::state_cache::ShimWatch;
 use super::{shim_log, ContainerError};
 use berth_shim_api::files::ShimFiles;
 use berth_shim_api::protocol::{ExitRecord, Ready, Request, Response, RunState, StateInfo};
@@ -192,6 +194,59 @@ pub async fn state(dir: &Path) -> Option<StateInfo> {
     }
 }
 
+/// A shim's process, through a pidfd, and its exit file: what says that
+/// the state it gave may be old.
+pub struct ProcessWatch {
+    pidfd: OwnedFd,
+    exit: PathBuf,
+}
+
+impl ShimWatch for ProcessWatch {
+    fn moved(&self) -> bool {
+        if self.exit.exists() {
+            return true;
+        }
+        // A pidfd polls readable once its process has exited; an error
+        // counts as moved, which only costs a call to the shim.
+        let mut fds = [nix::poll::PollFd::new(
+            self.pidfd.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        !matches!(
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+            Ok(0)
+        )
+    }
+}
+
+/// A watch on the shim of `dir`, from its pid file. Taken before the shim
+/// is asked for its state: an answer then proves the pid was still the
+/// shim's when the pidfd was opened. None if there is no pid or no fd left.
+pub fn watch(dir: &Path) -> Option<ProcessWatch> {
+    let files = ShimFiles::new(dir.to_path_buf());
+    let pid: i32 = std::fs::read_to_string(files.shim_pid())
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if pid <= 0 {
+        return None;
+    }
+    // SAFETY: pidfd_open(2) takes a pid and flags, returns a new
+    // close-on-exec fd or -1, and touches no memory of ours.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    let fd = RawFd::try_from(fd).ok()?;
+    // SAFETY: the fd was just opened and nothing else owns it.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    Some(ProcessWatch {
+        pidfd,
+        exit: files.exit(),
+    })
+}
+
 /// The state a shim left in its exit file, for a shim that is gone.
 fn exit_state(dir: &Path) -> Option<StateInfo> {
     let path: PathBuf = ShimFiles::new(dir.to_path_buf()).exit();
@@ -231,6 +286,31 @@ pub fn record_unknown_exit(dir: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// The real watch, on a real process: still until its exit file
+    /// appears, or until its process ends.
+    #[test]
+    fn a_process_watch_sees_the_exit_file_and_the_end_of_the_process() {
+        let tmp = tempfile::tempdir().unwrap();
+        let files = ShimFiles::new(tmp.path().to_path_buf());
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap();
+        std::fs::write(files.shim_pid(), child.id().to_string()).unwrap();
+        let watch = watch(tmp.path()).unwrap();
+        assert!(!watch.moved());
+        std::fs::write(files.exit(), b"{}").unwrap();
+        assert!(watch.moved());
+        std::fs::remove_file(files.exit()).unwrap();
+        assert!(!watch.moved());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(watch.moved());
+        // No pid file: no watch, so nothing live is kept.
+        std::fs::remove_file(files.shim_pid()).unwrap();
+        assert!(super::watch(tmp.path()).is_none());
+    }
 
     /// A shim that never answers: the create must fail at its timeout, and
     /// the process berthd started must be gone.

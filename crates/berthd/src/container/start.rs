@@ -19,11 +19,13 @@ impl ContainerManager {
         } else {
             Duration::ZERO
         };
-        match self
+        let answer = self
             .shims
             .call(&record.shim_dir, Request::Start, extra)
-            .await
-        {
+            .await;
+        // Created to running gives no sign the state cache would see.
+        self.states.forget(&record.shim_dir);
+        match answer {
             Ok(Response::Ok) => Ok(()),
             // The shim's log stays in its dir until RemoveContainer.
             Ok(Response::Error { message, .. }) => {
