@@ -3,8 +3,10 @@
 use cri_api::v1::{
     ContainerStats, ContainerStatsFilter, ListContainerStatsRequest, ListContainerStatsResponse,
 };
+use futures_util::stream::{self, StreamExt};
 use tonic::Status;
 
+use super::container_stats::READS_AT_ONCE;
 use super::filters::labels_match;
 use super::CriService;
 
@@ -34,10 +36,10 @@ impl CriService {
                 records.push(record);
             }
         }
-        let mut stats = Vec::with_capacity(records.len());
-        for record in &records {
-            stats.push(self.container_stats(record).await);
-        }
-        stats
+        stream::iter(records)
+            .map(|record| async move { self.container_stats(&record).await })
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await
     }
 }

@@ -4,9 +4,11 @@
 use std::collections::{HashMap, HashSet};
 
 use cri_api::v1::{ListPodSandboxMetricsResponse, PodSandboxMetrics};
+use futures_util::stream::{self, StreamExt};
 use tonic::Status;
 
 use super::cadvisor_metrics::pod_metrics;
+use super::container_stats::READS_AT_ONCE;
 use super::CriService;
 use crate::block_devices;
 
@@ -25,11 +27,15 @@ impl CriService {
             let record = handle.lock().await;
             images.insert(record.id.clone(), record.image_ref.clone());
         }
-        let mut usages = Vec::new();
+        let mut records = Vec::new();
         for handle in self.context().sandboxes.store.all() {
-            let record = handle.lock().await.clone();
-            usages.push(self.pod_sandbox_usage(&record).await);
+            records.push(handle.lock().await.clone());
         }
+        let usages: Vec<_> = stream::iter(records)
+            .map(|record| async move { self.pod_sandbox_usage(&record).await })
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
         // Each device named once per call, not once per cgroup.
         let numbers: HashSet<(u64, u64)> = usages
             .iter()
