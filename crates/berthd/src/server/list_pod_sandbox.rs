@@ -24,23 +24,29 @@ impl CriService {
         let filter = filter.unwrap_or_default();
         let mut items = Vec::new();
         for handle in self.context().sandboxes.store.all() {
-            let record = handle.lock().await.clone();
+            // Filters are checked and the answer built under the lock:
+            // kubelet lists every second, and a record carries its whole
+            // config.
+            let record = handle.lock().await;
             if !filter.id.is_empty() && !record.id.starts_with(&filter.id) {
                 continue;
             }
-            if let Some(state) = &filter.state {
-                if state.state() != cri_state(record.effective_state()) {
-                    continue;
-                }
+            let state = cri_state(record.effective_state());
+            if filter
+                .state
+                .as_ref()
+                .is_some_and(|wanted| wanted.state() != state)
+            {
+                continue;
             }
-            let config = record.config.clone();
+            let config = &record.config;
             if !labels_match(&config.labels, &filter.label_selector) {
                 continue;
             }
             items.push(PodSandbox {
                 id: record.id.clone(),
                 metadata: config.metadata.clone(),
-                state: cri_state(record.effective_state()) as i32,
+                state: state as i32,
                 created_at: record.created_at,
                 labels: config.labels.clone(),
                 annotations: config.annotations.clone(),
