@@ -285,6 +285,21 @@ pub struct FakeShims {
     next_pid: AtomicI32,
 }
 
+/// What a shim reports of container `id` just created with init `pid`.
+pub fn created_state(id: &str, pid: i32) -> StateInfo {
+    StateInfo {
+        id: id.to_string(),
+        status: RunState::Created,
+        pid,
+        created_at: String::new(),
+        started_at: None,
+        exit_code: None,
+        exited_at: None,
+        oom_killed: false,
+        unknown: false,
+    }
+}
+
 /// A pretended shim watch: moved once its dir got a sign since.
 struct FakeWatch {
     signs: Arc<Mutex<HashMap<PathBuf, u64>>>,
@@ -335,18 +350,7 @@ impl Shims for FakeShims {
             });
         }
         let pid = self.next_pid.fetch_add(1, Ordering::SeqCst);
-        let state = StateInfo {
-            id: launch.id.to_string(),
-            status: RunState::Created,
-            pid,
-            created_at: String::new(),
-            started_at: None,
-            exit_code: None,
-            exited_at: None,
-            oom_killed: false,
-            unknown: false,
-        };
-        lock(&self.states).insert(launch.dir.to_path_buf(), state);
+        lock(&self.states).insert(launch.dir.to_path_buf(), created_state(launch.id, pid));
         Ok(pid)
     }
 

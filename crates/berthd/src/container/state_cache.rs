@@ -157,15 +157,8 @@ mod tests {
 
     fn state(status: RunState) -> StateInfo {
         StateInfo {
-            id: "c1".into(),
             status,
-            pid: 42,
-            created_at: String::new(),
-            started_at: None,
-            exit_code: None,
-            exited_at: None,
-            oom_killed: false,
-            unknown: false,
+            ..crate::fakes::created_state("c1", 42)
         }
     }
 
