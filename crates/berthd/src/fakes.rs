@@ -30,6 +30,9 @@ use crate::sandbox::SandboxError;
 pub struct Journal {
     entries: Mutex<Vec<String>>,
     failing: Mutex<BTreeSet<&'static str>>,
+    /// CNI DEL waits here while a test holds it for writing: a pod stop
+    /// held in the middle.
+    pub del_gate: tokio::sync::RwLock<()>,
 }
 
 impl Journal {
@@ -207,6 +210,7 @@ impl PodNetworks for FakeNetwork {
         if self.journal.step("cni del") {
             return Err(self.failure("DEL"));
         }
+        let _open = self.journal.del_gate.read().await;
         Ok(())
     }
 }

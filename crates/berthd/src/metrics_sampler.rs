@@ -24,8 +24,8 @@ pub fn sampler(sandboxes: Arc<SandboxManager>, containers: Arc<ContainerManager>
 
 async fn snapshot(sandboxes: &SandboxManager, containers: &ContainerManager) -> Snapshot {
     let mut pods: BTreeMap<String, i64> = BTreeMap::new();
-    for handle in sandboxes.store.all() {
-        let state = match handle.lock().await.state {
+    for record in sandboxes.store.published_all() {
+        let state = match record.state {
             SandboxState::Ready => "ready",
             _ => "notready",
         };
@@ -33,8 +33,7 @@ async fn snapshot(sandboxes: &SandboxManager, containers: &ContainerManager) -> 
     }
     let mut containers_by_state: BTreeMap<String, i64> = BTreeMap::new();
     let mut shims = 0;
-    for handle in containers.store.all() {
-        let record = handle.lock().await.clone();
+    for record in containers.store.published_all() {
         let state = match containers.state(&record).await {
             Some(info) => match info.status {
                 RunState::Created => "created",

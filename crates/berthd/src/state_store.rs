@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// What a store keeps.
-pub trait Record: Serialize + DeserializeOwned + Send + 'static {
+pub trait Record: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
     /// `sandbox` or `container`, for messages.
     const KIND: &'static str;
     /// The state file's name in the record's directory.
@@ -80,6 +80,10 @@ struct Records<R> {
 struct Entry<R> {
     handle: Arc<tokio::sync::Mutex<R>>,
     owner: Option<String>,
+    /// The record as last inserted or persisted: what the calls that only
+    /// report read, so they never wait for a change in progress (a pod
+    /// stop holds its record through CNI DEL).
+    published: Arc<R>,
 }
 
 impl<R> Default for Records<R> {
@@ -101,15 +105,39 @@ impl<R: Record> Records<R> {
                 .or_default()
                 .insert(id.clone());
         }
+        let published = Arc::new(record.clone());
         let handle = Arc::new(tokio::sync::Mutex::new(record));
         self.by_id.insert(
             id,
             Entry {
                 handle: handle.clone(),
                 owner,
+                published,
             },
         );
         handle
+    }
+
+    /// The entry whose id is `id` or starts with it (a unique prefix).
+    fn lookup(&self, id: &str) -> Result<Option<&Entry<R>>, AmbiguousId> {
+        if id.is_empty() {
+            return Ok(None);
+        }
+        if let Some(entry) = self.by_id.get(id) {
+            return Ok(Some(entry));
+        }
+        let mut matches = self
+            .by_id
+            .iter()
+            .filter(|(candidate, _)| candidate.starts_with(id));
+        match (matches.next(), matches.next()) {
+            (Some((_, entry)), None) => Ok(Some(entry)),
+            (None, _) => Ok(None),
+            (Some(_), Some(_)) => Err(AmbiguousId {
+                kind: R::KIND,
+                prefix: id.to_string(),
+            }),
+        }
     }
 
     fn remove(&mut self, id: &str) {
@@ -238,25 +266,26 @@ impl<R: Record> RecordStore<R> {
 
     /// The record whose id is `id` or starts with it (a unique prefix).
     pub fn find(&self, id: &str) -> Result<Option<Arc<tokio::sync::Mutex<R>>>, AmbiguousId> {
-        if id.is_empty() {
-            return Ok(None);
-        }
-        let records = lock(&self.records);
-        if let Some(entry) = records.by_id.get(id) {
-            return Ok(Some(entry.handle.clone()));
-        }
-        let mut matches = records
+        Ok(lock(&self.records)
+            .lookup(id)?
+            .map(|entry| entry.handle.clone()))
+    }
+
+    /// The record `id` names (full id or unique prefix) as last inserted or
+    /// persisted, without waiting for a change in progress.
+    pub fn published(&self, id: &str) -> Result<Option<Arc<R>>, AmbiguousId> {
+        Ok(lock(&self.records)
+            .lookup(id)?
+            .map(|entry| entry.published.clone()))
+    }
+
+    /// Every record as last inserted or persisted.
+    pub fn published_all(&self) -> Vec<Arc<R>> {
+        lock(&self.records)
             .by_id
-            .iter()
-            .filter(|(candidate, _)| candidate.starts_with(id));
-        match (matches.next(), matches.next()) {
-            (Some((_, entry)), None) => Ok(Some(entry.handle.clone())),
-            (None, _) => Ok(None),
-            (Some(_), Some(_)) => Err(AmbiguousId {
-                kind: R::KIND,
-                prefix: id.to_string(),
-            }),
-        }
+            .values()
+            .map(|entry| entry.published.clone())
+            .collect()
     }
 
     /// Every record.
@@ -290,7 +319,13 @@ impl<R: Record> RecordStore<R> {
         let bytes =
             serde_json::to_string_pretty(record).map_err(|err| state_error(err.to_string()))?;
         berth_atomic_file::write_atomic(&path, bytes.as_bytes(), 0o600)
-            .map_err(|err| state_error(err.to_string()))
+            .map_err(|err| state_error(err.to_string()))?;
+        // Published once durable (a record not inserted yet is published
+        // by its insert).
+        if let Some(entry) = lock(&self.records).by_id.get_mut(record.id()) {
+            entry.published = Arc::new(record.clone());
+        }
+        Ok(())
     }
 }
 
@@ -358,6 +393,28 @@ mod tests {
             ids.push(handle.lock().await.id.clone());
         }
         ids
+    }
+
+    /// What reporting calls read: the record as last persisted, even while
+    /// a change holds its lock, and never a change that was not persisted.
+    #[tokio::test]
+    async fn the_published_record_follows_persists_without_waiting_for_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::<Member>::open(dir.path()).unwrap();
+        std::fs::create_dir_all(store.record_dir("c1")).unwrap();
+        let handle = store.insert(member("c1", "pod-a"));
+        let mut changing = handle.lock().await;
+        changing.group = "pod-b".into();
+        let seen = store.published("c").unwrap().unwrap();
+        assert_eq!(seen.group, "pod-a", "a change in progress is not seen");
+        store.persist(&changing).unwrap();
+        drop(changing);
+        assert_eq!(store.published("c1").unwrap().unwrap().group, "pod-b");
+        assert_eq!(store.published_all().len(), 1);
+        store.insert(member("c2", "pod-a"));
+        assert!(store.published("c").is_err(), "an ambiguous prefix");
+        store.remove("c1");
+        assert!(store.published("c1").unwrap().is_none());
     }
 
     #[tokio::test]

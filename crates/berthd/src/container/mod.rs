@@ -115,6 +115,15 @@ impl ContainerManager {
         Ok(record)
     }
 
+    /// A container's record as last persisted, or NotFound naming the id:
+    /// for the calls that only report, which must not wait for a removal
+    /// in progress.
+    pub fn published(&self, id: &str) -> Result<Arc<ContainerRecord>, ContainerError> {
+        self.store
+            .published(id)?
+            .ok_or_else(|| ContainerError::NotFound { id: id.to_string() })
+    }
+
     /// A container's shared record, or NotFound naming the id.
     fn handle(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<ContainerRecord>>, ContainerError> {
         self.find(id)?

@@ -10,7 +10,7 @@ use berth_cgroups::fake::FakeManager;
 use berth_cgroups::{CgroupManager, Driver, ParentTracker};
 use cri_api::v1::{PodSandboxConfig, PodSandboxMetadata};
 
-use super::store::SandboxStore;
+use super::store::{SandboxState, SandboxStore};
 use super::{SandboxError, SandboxManager};
 use crate::fakes::{FakeNamespaces, FakeNetwork, Journal};
 
@@ -347,4 +347,30 @@ async fn recovery_releases_pins_no_record_names_and_is_idempotent() {
     assert_eq!(f.manager.recover().await, (0, 1));
     assert_eq!(f.manager.recover().await, (0, 0));
     assert_eq!(entries(&f.dir.path().join("ns")), Vec::<String>::new());
+}
+
+/// Status and lists read a pod as last persisted: a stop held in CNI DEL
+/// (a slow plugin) holds its record, and must not hold them too.
+#[tokio::test]
+async fn a_pod_stop_in_progress_does_not_hold_up_its_status() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("pod");
+    let closed = f.journal.del_gate.write().await;
+    let stopping = tokio::spawn({
+        let manager = f.manager.clone();
+        let id = id.clone();
+        async move { manager.stop(&id).await }
+    });
+    while !f.journal.entries().iter().any(|entry| entry == "cni del") {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let handle = f.manager.get(&id).expect("handle");
+    assert!(handle.try_lock().is_err(), "the stop holds the record");
+    let seen = f.manager.published(&id).expect("published");
+    assert_eq!(seen.state, SandboxState::Ready);
+    drop(closed);
+    stopping.await.expect("join").expect("stop");
+    let seen = f.manager.published(&id).expect("published");
+    assert_eq!(seen.state, SandboxState::NotReady);
+    assert!(!seen.network_attached);
 }

@@ -70,6 +70,15 @@ impl SandboxManager {
             .ok_or_else(|| SandboxError::NotFound { id: id.to_string() })
     }
 
+    /// The sandbox `id` names as last persisted, or NotFound naming the id:
+    /// for the calls that only report, which must not wait for a stop
+    /// in progress (it holds the record through CNI DEL).
+    pub fn published(&self, id: &str) -> Result<Arc<store::SandboxRecord>, SandboxError> {
+        self.store
+            .published(id)?
+            .ok_or_else(|| SandboxError::NotFound { id: id.to_string() })
+    }
+
     /// Reads the first CNI config: its raw text (kept for DEL) and parsed form.
     fn load_network(&self) -> Result<(String, NetworkConfigList), SandboxError> {
         let files = berth_network::cni::config_files(self.network.conf_dir())

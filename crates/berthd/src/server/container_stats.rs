@@ -61,7 +61,7 @@ impl CriService {
         request: ContainerStatsRequest,
     ) -> Result<ContainerStatsResponse, Status> {
         super::require("container_id", &request.container_id)?;
-        let record = self.context().containers.get(&request.container_id).await?;
+        let record = self.context().containers.published(&request.container_id)?;
         Ok(ContainerStatsResponse {
             stats: Some(self.container_stats(&record).await),
         })
@@ -128,8 +128,14 @@ impl CriService {
         if record.cgroup_dir().starts_with('/') {
             return Some(record.cgroup_dir().to_string());
         }
-        let handle = self.context().sandboxes.find(&record.sandbox_id).ok()??;
-        let parent = handle.lock().await.cgroup_parent.clone();
+        let parent = self
+            .context()
+            .sandboxes
+            .store
+            .published(&record.sandbox_id)
+            .ok()??
+            .cgroup_parent
+            .clone();
         berth_cgroups::container_cgroup(self.context().sandboxes.driver, &parent, &record.id)
             .ok()
             .map(|location| location.path)

@@ -18,7 +18,7 @@ impl CriService {
         request: ContainerStatusRequest,
     ) -> Result<ContainerStatusResponse, Status> {
         let containers = &self.context().containers;
-        let record = containers.get(&request.container_id).await?;
+        let record = containers.published(&request.container_id)?;
         let state = containers.state(&record).await;
         let spec = read_spec(&record);
         let mut info = std::collections::HashMap::new();

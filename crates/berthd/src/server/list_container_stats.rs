@@ -27,8 +27,7 @@ impl CriService {
         let filter = filter.unwrap_or_default();
         let containers = &self.context().containers;
         let mut records = Vec::new();
-        for handle in containers.store.all() {
-            let record = handle.lock().await.clone();
+        for record in containers.store.published_all() {
             let matches = record.id.starts_with(&filter.id)
                 && record.sandbox_id.starts_with(&filter.pod_sandbox_id)
                 && labels_match(&record.config.labels, &filter.label_selector);

@@ -24,21 +24,16 @@ impl CriService {
         let filter = filter.unwrap_or_default();
         let containers = &self.context().containers;
         let mut items = Vec::new();
-        for handle in containers.store.all() {
-            // Filters are checked under the lock: only the records that
-            // pass are copied out (kubelet lists one pod's containers
-            // often, and a record carries its whole config).
-            let record = {
-                let record = handle.lock().await;
-                let wanted = (filter.id.is_empty() || record.id.starts_with(&filter.id))
-                    && (filter.pod_sandbox_id.is_empty()
-                        || record.sandbox_id.starts_with(&filter.pod_sandbox_id))
-                    && labels_match(&record.config.labels, &filter.label_selector);
-                if !wanted {
-                    continue;
-                }
-                record.clone()
-            };
+        // Each container as last persisted: a list never waits for a
+        // removal in progress, and copies out only what passes the filter.
+        for record in containers.store.published_all() {
+            let wanted = (filter.id.is_empty() || record.id.starts_with(&filter.id))
+                && (filter.pod_sandbox_id.is_empty()
+                    || record.sandbox_id.starts_with(&filter.pod_sandbox_id))
+                && labels_match(&record.config.labels, &filter.label_selector);
+            if !wanted {
+                continue;
+            }
             let state = cri_state(containers.state(&record).await.as_ref());
             if let Some(wanted) = &filter.state {
                 if wanted.state() != state {
@@ -51,12 +46,12 @@ impl CriService {
                 image_ref: record.image_id.clone(),
                 state: state as i32,
                 created_at: record.created_at,
-                metadata: record.config.metadata,
-                labels: record.config.labels,
-                annotations: record.config.annotations,
-                image_id: record.image_id,
-                id: record.id,
-                pod_sandbox_id: record.sandbox_id,
+                metadata: record.config.metadata.clone(),
+                labels: record.config.labels.clone(),
+                annotations: record.config.annotations.clone(),
+                image_id: record.image_id.clone(),
+                id: record.id.clone(),
+                pod_sandbox_id: record.sandbox_id.clone(),
             });
         }
         items.sort_by_key(|item| std::cmp::Reverse(item.created_at));

@@ -23,11 +23,9 @@ impl CriService {
     ) -> Vec<PodSandbox> {
         let filter = filter.unwrap_or_default();
         let mut items = Vec::new();
-        for handle in self.context().sandboxes.store.all() {
-            // Filters are checked and the answer built under the lock:
-            // kubelet lists every second, and a record carries its whole
-            // config.
-            let record = handle.lock().await;
+        // Each pod as last persisted: a list never waits for a stop in
+        // progress, and copies out only what passes the filter.
+        for record in self.context().sandboxes.store.published_all() {
             if !filter.id.is_empty() && !record.id.starts_with(&filter.id) {
                 continue;
             }

@@ -23,14 +23,10 @@ impl CriService {
 
     pub(super) async fn all_pod_metrics(&self) -> Vec<PodSandboxMetrics> {
         let mut images = HashMap::new();
-        for handle in self.context().containers.store.all() {
-            let record = handle.lock().await;
+        for record in self.context().containers.store.published_all() {
             images.insert(record.id.clone(), record.image_ref.clone());
         }
-        let mut records = Vec::new();
-        for handle in self.context().sandboxes.store.all() {
-            records.push(handle.lock().await.clone());
-        }
+        let records = self.context().sandboxes.store.published_all();
         let usages: Vec<_> = stream::iter(records)
             .map(|record| async move { self.pod_sandbox_usage(&record).await })
             .buffered(READS_AT_ONCE)

@@ -26,8 +26,7 @@ impl CriService {
     ) -> Vec<PodSandboxStats> {
         let filter = filter.unwrap_or_default();
         let mut records = Vec::new();
-        for handle in self.context().sandboxes.store.all() {
-            let record = handle.lock().await.clone();
+        for record in self.context().sandboxes.store.published_all() {
             if record.id.starts_with(&filter.id)
                 && labels_match(&record.config.labels, &filter.label_selector)
             {

@@ -28,8 +28,10 @@ impl CriService {
         request: PodSandboxStatsRequest,
     ) -> Result<PodSandboxStatsResponse, Status> {
         super::require("pod_sandbox_id", &request.pod_sandbox_id)?;
-        let handle = self.context().sandboxes.get(&request.pod_sandbox_id)?;
-        let record = handle.lock().await.clone();
+        let record = self
+            .context()
+            .sandboxes
+            .published(&request.pod_sandbox_id)?;
         Ok(PodSandboxStatsResponse {
             stats: Some(self.pod_sandbox_stats(&record).await),
         })

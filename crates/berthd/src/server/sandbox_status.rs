@@ -17,8 +17,7 @@ impl CriService {
         request: PodSandboxStatusRequest,
     ) -> Result<PodSandboxStatusResponse, Status> {
         let sandboxes = &self.context().sandboxes;
-        let handle = sandboxes.get(&request.pod_sandbox_id)?;
-        let record = handle.lock().await.clone();
+        let record = sandboxes.published(&request.pod_sandbox_id)?;
         let mut info = std::collections::HashMap::new();
         if request.verbose {
             let verbose = serde_json::json!({
