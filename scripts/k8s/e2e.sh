@@ -60,6 +60,8 @@ source "$repo/scripts/lib/process.sh"
 source "$repo/scripts/lib/cni.sh"
 # shellcheck source=../lib/berthd-config.sh
 source "$repo/scripts/lib/berthd-config.sh"
+# shellcheck source=../lib/mounts.sh
+source "$repo/scripts/lib/mounts.sh"
 # shellcheck source=lib/host.sh
 source "$K8S_LIB/host.sh"
 # shellcheck source=lib/cluster.sh

@@ -7,10 +7,14 @@ state_tmpfs() {
   mountpoint -q "$1" || mount -t tmpfs -o mode=0711 tmpfs "$1"
 }
 
-# unmount_tree DIR: whatever a failed removal left mounted below DIR,
-# deepest first, then DIR itself; lazily, and never failing.
+# unmount_tree DIR: everything mounted at or under DIR (what a failed
+# removal left, then DIR itself), deepest first; lazily when busy, named on
+# stderr when it cannot be unmounted at all, never failing (cleanups call it).
 unmount_tree() {
-  findmnt -rn -o TARGET | awk -v d="$1" 'index($0, d "/") == 1' | sort -r |
-    while IFS= read -r target; do umount -l "$target" 2>/dev/null || true; done
-  umount -l "$1" 2>/dev/null || true
+  local target
+  while IFS= read -r target; do
+    umount "$target" 2>/dev/null || umount -l "$target" 2>/dev/null ||
+      echo "cannot unmount $target" >&2
+  done < <(findmnt -rn -o TARGET | awk -v d="$1" '$0 == d || index($0, d "/") == 1' | sort -r)
+  return 0
 }

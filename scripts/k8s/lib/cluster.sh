@@ -144,8 +144,7 @@ start_berthd() {
     '[stream]\naddress = "127.0.0.1"'
   # The state dir on a tmpfs of its own, as /run is on a node (shims then
   # create containers in a trimmed mount table); cleanup unmounts it.
-  mkdir -p "$WORK/berth-state"
-  mountpoint -q "$WORK/berth-state" || mount -t tmpfs -o mode=0711 tmpfs "$WORK/berth-state"
+  state_tmpfs "$WORK/berth-state"
   "$BERTHD" --config "$WORK/berthd.toml" --listen "$WORK/berth.sock" \
     --root "$WORK/berth-root" --state "$WORK/berth-state" --log-level debug \
     >"$WORK/logs/berthd.log" 2>&1 &

@@ -94,15 +94,6 @@ remove_new_iptables() {
   done <"$dir/iptables-chains.new"
 }
 
-# unmount_tree DIR: everything mounted at or under DIR, deepest first.
-unmount_tree() {
-  local dir="$1" target
-  while IFS= read -r target; do
-    umount "$target" 2>/dev/null || umount -l "$target" 2>/dev/null ||
-      echo "k8s-e2e: cannot unmount $target" >&2
-  done < <(findmnt -rn -o TARGET | awk -v d="$dir" '$0 == d || index($0, d "/") == 1' | sort -r)
-}
-
 # remove_new_link DIR NAME: deletes the link NAME when it did not exist before.
 remove_new_link() {
   local dir="$1" name="$2"
