@@ -309,6 +309,17 @@ impl<R: Record> RecordStore<R> {
             .collect()
     }
 
+    /// [`Self::owned_by`], as last inserted or persisted.
+    pub fn published_owned_by(&self, owner: &str) -> Vec<Arc<R>> {
+        let records = lock(&self.records);
+        let Some(ids) = records.by_owner.get(owner) else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter_map(|id| records.by_id.get(id).map(|entry| entry.published.clone()))
+            .collect()
+    }
+
     /// Writes a record's state file atomically.
     pub fn persist(&self, record: &R) -> Result<(), StateError> {
         let path = self.record_dir(record.id()).join(R::FILE);
@@ -361,6 +372,8 @@ mod tests {
     struct Member {
         id: String,
         group: String,
+        #[serde(default)]
+        note: String,
     }
 
     impl Record for Member {
@@ -384,6 +397,7 @@ mod tests {
         Member {
             id: id.to_string(),
             group: group.to_string(),
+            note: String::new(),
         }
     }
 
@@ -404,13 +418,17 @@ mod tests {
         std::fs::create_dir_all(store.record_dir("c1")).unwrap();
         let handle = store.insert(member("c1", "pod-a"));
         let mut changing = handle.lock().await;
-        changing.group = "pod-b".into();
+        changing.note = "changed".into();
         let seen = store.published("c").unwrap().unwrap();
-        assert_eq!(seen.group, "pod-a", "a change in progress is not seen");
+        assert_eq!(seen.note, "", "a change in progress is not seen");
         store.persist(&changing).unwrap();
         drop(changing);
-        assert_eq!(store.published("c1").unwrap().unwrap().group, "pod-b");
+        assert_eq!(store.published("c1").unwrap().unwrap().note, "changed");
         assert_eq!(store.published_all().len(), 1);
+        let owned = store.published_owned_by("pod-a");
+        assert_eq!(owned.len(), 1);
+        assert_eq!(owned[0].note, "changed");
+        assert!(store.published_owned_by("pod").is_empty());
         store.insert(member("c2", "pod-a"));
         assert!(store.published("c").is_err(), "an ambiguous prefix");
         store.remove("c1");

@@ -69,10 +69,16 @@ impl CriService {
         sandbox_id: &str,
         kind: ContainerEventType,
     ) -> ContainerEventResponse {
-        let sandbox = match self.context().sandboxes.find(sandbox_id) {
-            Ok(Some(handle)) => Some(handle.lock().await.clone()),
-            _ => None,
-        };
+        // Records as last persisted: an event is built under the bus's
+        // lock, and must not wait for a pod stop in progress (it holds its
+        // record through CNI DEL) nor hold up every other event meanwhile.
+        let sandbox = self
+            .context()
+            .sandboxes
+            .store
+            .published(sandbox_id)
+            .ok()
+            .flatten();
         let pod_sandbox_status = match &sandbox {
             Some(record) => super::sandbox_status::to_status(record),
             // Removed already: its id, and that it is not ready.
@@ -83,7 +89,12 @@ impl CriService {
             },
         };
         let mut containers_statuses = Vec::new();
-        for record in self.context().containers.of_sandbox(sandbox_id).await {
+        for record in self
+            .context()
+            .containers
+            .store
+            .published_owned_by(sandbox_id)
+        {
             containers_statuses.push(self.event_container_status(&record).await);
         }
         ContainerEventResponse {
