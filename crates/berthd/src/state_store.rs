@@ -118,6 +118,16 @@ impl<R: Record> Records<R> {
         handle
     }
 
+    /// What `pick` takes of each record `owner` owns, in id order.
+    fn owned_by<T>(&self, owner: &str, pick: impl Fn(&Entry<R>) -> T) -> Vec<T> {
+        let Some(ids) = self.by_owner.get(owner) else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter_map(|id| self.by_id.get(id).map(&pick))
+            .collect()
+    }
+
     /// The entry whose id is `id` or starts with it (a unique prefix).
     fn lookup(&self, id: &str) -> Result<Option<&Entry<R>>, AmbiguousId> {
         if id.is_empty() {
@@ -300,24 +310,12 @@ impl<R: Record> RecordStore<R> {
     /// The records whose [`Record::owner`] is `owner` (a full id), in id
     /// order: as many lookups as it has records, whatever the store holds.
     pub fn owned_by(&self, owner: &str) -> Vec<Arc<tokio::sync::Mutex<R>>> {
-        let records = lock(&self.records);
-        let Some(ids) = records.by_owner.get(owner) else {
-            return Vec::new();
-        };
-        ids.iter()
-            .filter_map(|id| records.by_id.get(id).map(|entry| entry.handle.clone()))
-            .collect()
+        lock(&self.records).owned_by(owner, |entry| entry.handle.clone())
     }
 
     /// [`Self::owned_by`], as last inserted or persisted.
     pub fn published_owned_by(&self, owner: &str) -> Vec<Arc<R>> {
-        let records = lock(&self.records);
-        let Some(ids) = records.by_owner.get(owner) else {
-            return Vec::new();
-        };
-        ids.iter()
-            .filter_map(|id| records.by_id.get(id).map(|entry| entry.published.clone()))
-            .collect()
+        lock(&self.records).owned_by(owner, |entry| entry.published.clone())
     }
 
     /// Writes a record's state file atomically.
