@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use berth_shim_api::files::ShimFiles;
 use berth_shim_api::protocol::RunState;
 
 use crate::container::ContainerManager;
@@ -56,10 +55,6 @@ async fn snapshot(sandboxes: &SandboxManager, containers: &ContainerManager) -> 
 
 /// Whether the shim whose pid file is in `dir` still runs.
 fn shim_alive(dir: &Path) -> bool {
-    std::fs::read_to_string(ShimFiles::new(dir.to_path_buf()).shim_pid())
-        .ok()
-        .and_then(|pid| pid.trim().parse::<i32>().ok())
-        .is_some_and(|pid| {
-            pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-        })
+    crate::container::shim::recorded_pid(dir)
+        .is_some_and(|pid| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok())
 }

@@ -219,19 +219,17 @@ impl ShimWatch for ProcessWatch {
     }
 }
 
+/// The pid the shim of `dir` wrote in its pid file, if any.
+pub fn recorded_pid(dir: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(ShimFiles::new(dir.to_path_buf()).shim_pid()).ok()?;
+    text.trim().parse().ok().filter(|pid| *pid > 0)
+}
+
 /// A watch on the shim of `dir`, from its pid file. Taken before the shim
 /// is asked for its state: an answer then proves the pid was still the
 /// shim's when the pidfd was opened. None if there is no pid or no fd left.
 pub fn watch(dir: &Path) -> Option<ProcessWatch> {
-    let files = ShimFiles::new(dir.to_path_buf());
-    let pid: i32 = std::fs::read_to_string(files.shim_pid())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    if pid <= 0 {
-        return None;
-    }
+    let pid = recorded_pid(dir)?;
     // SAFETY: pidfd_open(2) takes a pid and flags, returns a new
     // close-on-exec fd or -1, and touches no memory of ours.
     let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
@@ -243,7 +241,7 @@ pub fn watch(dir: &Path) -> Option<ProcessWatch> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
     Some(ProcessWatch {
         pidfd,
-        exit: files.exit(),
+        exit: ShimFiles::new(dir.to_path_buf()).exit(),
     })
 }
 
