@@ -1,10 +1,11 @@
 //! The new mount API calls nix does not wrap: a detached clone of a mounted
-//! tree (`open_tree(2)`), and attaching such a tree somewhere
-//! (`move_mount(2)`). berthd clones trees to idmap them; the shim clones a
-//! container's record dirs to put them back into a trimmed mount table.
+//! tree (`open_tree(2)`), idmapping such a tree (`mount_setattr(2)`), and
+//! attaching it somewhere (`move_mount(2)`). berthd clones trees to idmap
+//! them; the shim clones a container's record dirs to put them back into a
+//! trimmed mount table.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -32,6 +33,32 @@ pub fn clone_tree(path: &Path, recursive: bool) -> nix::Result<OwnedFd> {
     let fd = i32::try_from(fd).map_err(|_| Errno::EBADF)?;
     // SAFETY: open_tree returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Idmaps the detached tree `tree` (from [`clone_tree`]) through the user
+/// namespace `userns`: the mounts below it too when `recursive`.
+pub fn idmap_tree(tree: &OwnedFd, userns: BorrowedFd<'_>, recursive: bool) -> nix::Result<()> {
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    let recursive_flag = if recursive { libc::AT_RECURSIVE } else { 0 };
+    let empty = c"";
+    // SAFETY: mount_setattr reads a live fd, the empty path and `attr`, of
+    // the size given.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH | recursive_flag,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    Errno::result(rc).map(drop)
 }
 
 /// Attaches the detached tree `tree` (from [`clone_tree`]) at `target`.

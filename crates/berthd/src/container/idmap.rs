@@ -4,10 +4,8 @@
 //! clone, and what the namespace's root writes there belongs to host root.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-
-use nix::libc;
 
 /// Why a tree could not be idmapped and attached.
 #[derive(Debug, thiserror::Error)]
@@ -82,29 +80,10 @@ pub fn attach_idmapped(
 ) -> Result<(), IdmapError> {
     check_path(source)?;
     check_path(target)?;
-    let recursive_flag = if recursive { libc::AT_RECURSIVE } else { 0 };
     // Dropping it unattached frees the clone.
     let tree = berth_mount::clone_tree(source, recursive).map_err(failed(source, "open_tree"))?;
-    let attr = libc::mount_attr {
-        attr_set: libc::MOUNT_ATTR_IDMAP,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: userns.as_raw_fd() as u64,
-    };
-    let empty = c"";
-    // SAFETY: mount_setattr reads `attr`, of the size given, and the
-    // empty path.
-    let set = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH | recursive_flag,
-            &attr as *const libc::mount_attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    };
-    nix::errno::Errno::result(set).map_err(failed(source, "mount_setattr"))?;
+    berth_mount::idmap_tree(&tree, userns.as_fd(), recursive)
+        .map_err(failed(source, "mount_setattr"))?;
     berth_mount::attach_tree(&tree, target).map_err(failed(target, "move_mount"))?;
     Ok(())
 }
