@@ -118,6 +118,16 @@ impl<R: Record> Records<R> {
         handle
     }
 
+    /// What `pick` takes of each record `owner` owns, in id order.
+    fn owned_by<T>(&self, owner: &str, pick: impl Fn(&Entry<R>) -> T) -> Vec<T> {
+        let Some(ids) = self.by_owner.get(owner) else {
+            return Vec::new();
+        };
+        ids.iter()
+            .filter_map(|id| self.by_id.get(id).map(&pick))
+            .collect()
+    }
+
     /// The entry whose id is `id` or starts with it (a unique prefix).
     fn lookup(&self, id: &str) -> Result<Option<&Entry<R>>, AmbiguousId> {
         if id.is_empty() {
@@ -298,16 +308,14 @@ impl<R: Record> RecordStore<R> {
     }
 
     /// The records whose [`Record::owner`] is `owner` (a full id), in id
-    /// order, as last inserted or persisted: as many lookups as it has
-    /// records, whatever the store holds.
+    /// order: as many lookups as it has records, whatever the store holds.
+    pub fn owned_by(&self, owner: &str) -> Vec<Arc<tokio::sync::Mutex<R>>> {
+        lock(&self.records).owned_by(owner, |entry| entry.handle.clone())
+    }
+
+    /// [`Self::owned_by`], as last inserted or persisted.
     pub fn published_owned_by(&self, owner: &str) -> Vec<Arc<R>> {
-        let records = lock(&self.records);
-        let Some(ids) = records.by_owner.get(owner) else {
-            return Vec::new();
-        };
-        ids.iter()
-            .filter_map(|id| records.by_id.get(id).map(|entry| entry.published.clone()))
-            .collect()
+        lock(&self.records).owned_by(owner, |entry| entry.published.clone())
     }
 
     /// Writes a record's state file atomically.
@@ -391,8 +399,12 @@ mod tests {
         }
     }
 
-    fn ids(records: Vec<Arc<Member>>) -> Vec<String> {
-        records.iter().map(|record| record.id.clone()).collect()
+    async fn ids(handles: Vec<Arc<tokio::sync::Mutex<Member>>>) -> Vec<String> {
+        let mut ids = Vec::new();
+        for handle in handles {
+            ids.push(handle.lock().await.id.clone());
+        }
+        ids
     }
 
     /// What reporting calls read: the record as last persisted, even while
@@ -422,31 +434,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn published_owned_by_follows_inserts_and_removals() {
+    async fn owned_by_follows_inserts_and_removals() {
         let dir = tempfile::tempdir().unwrap();
         let store = RecordStore::<Member>::open(dir.path()).unwrap();
         store.insert(member("c2", "pod-a"));
         store.insert(member("c1", "pod-a"));
         store.insert(member("c3", "pod-b"));
 
-        assert_eq!(ids(store.published_owned_by("pod-a")), ["c1", "c2"]);
-        assert_eq!(ids(store.published_owned_by("pod-b")), ["c3"]);
+        assert_eq!(ids(store.owned_by("pod-a")).await, ["c1", "c2"]);
+        assert_eq!(ids(store.owned_by("pod-b")).await, ["c3"]);
         // Owners are full ids: a prefix names nothing.
-        assert!(store.published_owned_by("pod").is_empty());
+        assert!(store.owned_by("pod").is_empty());
 
         store.remove("c2");
-        assert_eq!(ids(store.published_owned_by("pod-a")), ["c1"]);
+        assert_eq!(ids(store.owned_by("pod-a")).await, ["c1"]);
         store.remove("c1");
-        assert!(store.published_owned_by("pod-a").is_empty());
+        assert!(store.owned_by("pod-a").is_empty());
         assert!(!lock(&store.records).by_owner.contains_key("pod-a"));
         // Removing twice, or an unknown id, changes nothing.
         store.remove("c1");
         store.remove("nope");
-        assert_eq!(ids(store.published_owned_by("pod-b")), ["c3"]);
+        assert_eq!(ids(store.owned_by("pod-b")).await, ["c3"]);
     }
 
     #[tokio::test]
-    async fn published_owned_by_indexes_records_loaded_at_open() {
+    async fn owned_by_indexes_records_loaded_at_open() {
         let dir = tempfile::tempdir().unwrap();
         let first = RecordStore::<Member>::open(dir.path()).unwrap();
         for record in [member("c1", "pod-a"), member("c2", "pod-b")] {
@@ -454,7 +466,7 @@ mod tests {
             first.persist(&record).unwrap();
         }
         let reopened = RecordStore::<Member>::open(dir.path()).unwrap();
-        assert_eq!(ids(reopened.published_owned_by("pod-a")), ["c1"]);
-        assert_eq!(ids(reopened.published_owned_by("pod-b")), ["c2"]);
+        assert_eq!(ids(reopened.owned_by("pod-a")).await, ["c1"]);
+        assert_eq!(ids(reopened.owned_by("pod-b")).await, ["c2"]);
     }
 }

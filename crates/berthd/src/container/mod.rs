@@ -130,6 +130,17 @@ impl ContainerManager {
             .ok_or_else(|| ContainerError::NotFound { id: id.to_string() })
     }
 
+    /// Every container of a sandbox (its full id), from the store's index:
+    /// every container event and pod stop asks, so it must not visit the
+    /// node's other containers.
+    pub async fn of_sandbox(&self, sandbox_id: &str) -> Vec<ContainerRecord> {
+        let mut records = Vec::new();
+        for handle in self.store.owned_by(sandbox_id) {
+            records.push(handle.lock().await.clone());
+        }
+        records
+    }
+
     /// Keeps a container's layers from garbage collection until it is
     /// removed: RemoveImage must not delete what a rootfs is made of.
     fn hold_layers(&self, id: &str, layers: &[String]) {

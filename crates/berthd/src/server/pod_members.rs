@@ -8,26 +8,25 @@ use super::CriService;
 impl CriService {
     /// The full id of the sandbox `id` names, if it exists (ids never
     /// change: no need to wait for a change in progress).
-    pub(super) fn full_sandbox_id(&self, id: &str) -> Result<Option<String>, Status> {
+    pub(super) async fn full_sandbox_id(&self, id: &str) -> Result<Option<String>, Status> {
         let record = self.context().sandboxes.store.published(id);
         Ok(record
             .map_err(crate::sandbox::SandboxError::from)?
             .map(|record| record.id.clone()))
     }
 
-    /// Ids of the containers in the sandbox `id` names (none if unknown),
-    /// from the store's index: no container's lock, no record copied.
-    pub(super) fn sandbox_containers(&self, id: &str) -> Result<Vec<String>, Status> {
-        let Some(sandbox_id) = self.full_sandbox_id(id)? else {
+    /// Ids of the containers in the sandbox `id` names (none if unknown).
+    pub(super) async fn sandbox_containers(&self, id: &str) -> Result<Vec<String>, Status> {
+        let Some(sandbox_id) = self.full_sandbox_id(id).await? else {
             return Ok(Vec::new());
         };
         Ok(self
             .context()
             .containers
-            .store
-            .published_owned_by(&sandbox_id)
-            .iter()
-            .map(|record| record.id.clone())
+            .of_sandbox(&sandbox_id)
+            .await
+            .into_iter()
+            .map(|record| record.id)
             .collect())
     }
 }

@@ -46,13 +46,7 @@ impl CriService {
     /// [`Self::pod_sandbox_stats`], and the block IO of the pod and of each
     /// container, which CRI stats have no field for but metrics do.
     pub(super) async fn pod_sandbox_usage(&self, record: &SandboxRecord) -> PodUsage {
-        // As last persisted, as the pod itself: stats never wait for a
-        // container's removal in progress.
-        let containers = self
-            .context()
-            .containers
-            .store
-            .published_owned_by(&record.id);
+        let containers = self.context().containers.of_sandbox(&record.id).await;
         let mut container_stats = Vec::with_capacity(containers.len());
         let mut container_io = HashMap::new();
         let mut container_cgroups = Vec::with_capacity(containers.len());

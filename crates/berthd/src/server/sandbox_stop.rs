@@ -13,8 +13,8 @@ impl CriService {
         require("pod_sandbox_id", &request.pod_sandbox_id)?;
         // CRI: stopping a sandbox force-stops its containers (kubelet has
         // already stopped them gracefully).
-        let sandbox_id = self.full_sandbox_id(&request.pod_sandbox_id)?;
-        for container in self.sandbox_containers(&request.pod_sandbox_id)? {
+        let sandbox_id = self.full_sandbox_id(&request.pod_sandbox_id).await?;
+        for container in self.sandbox_containers(&request.pod_sandbox_id).await? {
             self.context().containers.stop(&container, 0).await?;
             if let Some(sandbox_id) = &sandbox_id {
                 self.emit_stopped(&container, sandbox_id).await;
