@@ -170,10 +170,24 @@ async fn a_failed_cgroup_step_undoes_what_came_before() {
         let err = f.manager.run(pod("web"), "").await.unwrap_err();
         assert!(err.to_string().contains("injected failure"), "{op}: {err}");
         if op == "add_process" {
-            // The infra process was started: it is killed, its pins go.
+            // The move runs beside CNI ADD: the network is taken down, the
+            // infra process is killed, its pins go.
             assert_eq!(
                 sorted_pins(f.journal.entries()),
-                [&["pin", "identify", "kill infra"][..], &PINS_UNDONE].concat()
+                [
+                    &[
+                        "pin",
+                        "identify",
+                        "clamp",
+                        "mount shm",
+                        "cni add",
+                        "cni del",
+                        "unmount shm",
+                        "kill infra"
+                    ][..],
+                    &PINS_UNDONE
+                ]
+                .concat()
             );
         } else {
             assert!(f.journal.entries().is_empty(), "{op}");

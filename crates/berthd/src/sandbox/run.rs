@@ -180,7 +180,7 @@ impl SandboxManager {
         let pinned = self.namespaces.pin(&request).await?;
         undo.pins = pinned.namespaces.values().cloned().collect();
         let infra = match pinned.infra_pid {
-            Some(pid) => Some(self.adopt_infra(pid, &location.path, undo)?),
+            Some(pid) => Some(self.adopt_infra(pid, undo)?),
             None => None,
         };
         let shm = if modes.ipc != NamespaceMode::Node {
@@ -199,19 +199,29 @@ impl SandboxManager {
         } else {
             None
         };
+        // Moving a process between cgroups waits for an RCU grace period
+        // (about 8 ms here) when no other move came just before; nothing
+        // until the record needs the infra process in its cgroup, so the
+        // move runs beside CNI ADD.
+        let joining = infra
+            .as_ref()
+            .map(|infra| self.join_cgroup(infra.pid, &location.path));
         let network = match network {
-            Some(network) => {
-                let netns = pinned
-                    .namespaces
-                    .get("net")
-                    .ok_or(SandboxError::NetnsNotPinned)?;
-                Some(
-                    self.attach_network(id, &config, netns, network, undo)
-                        .await?,
-                )
-            }
-            None => None,
+            Some(network) => match pinned.namespaces.get("net") {
+                Some(netns) => self
+                    .attach_network(id, &config, netns, network, undo)
+                    .await
+                    .map(Some),
+                None => Err(SandboxError::NetnsNotPinned),
+            },
+            None => Ok(None),
         };
+        // Awaited before any error returns: undo kills the infra process,
+        // which must not race its move.
+        if let Some(joining) = joining {
+            joining.await?;
+        }
+        let network = network?;
         let ips = network.as_ref().map(|n| n.ips.clone()).unwrap_or_default();
         write_dns_files(&dir, &config, &hostname, &ips)?;
 
@@ -275,27 +285,44 @@ impl SandboxManager {
     }
 
     /// The infra process berth-pinns started: identified (so a reused pid
-    /// is never killed), moved into the sandbox's cgroup, its OOM score set.
-    fn adopt_infra(
-        &self,
-        pid: i32,
-        cgroup: &str,
-        undo: &mut Undo,
-    ) -> Result<store::InfraProcess, SandboxError> {
+    /// is never killed), its OOM score set. [`SandboxManager::join_cgroup`]
+    /// moves it into the sandbox's cgroup.
+    fn adopt_infra(&self, pid: i32, undo: &mut Undo) -> Result<store::InfraProcess, SandboxError> {
         let infra = self
             .namespaces
             .identify(pid)
             .ok_or(SandboxError::InfraVanished { pid })?;
         undo.infra = Some(infra.clone());
-        self.cgroups
-            .add_process(cgroup, pid)
-            .map_err(|source| SandboxError::InfraCgroup {
-                path: cgroup.to_string(),
-                source: Box::new(source),
-            })?;
         self.namespaces
             .clamp_oom_score_adj(pid, SANDBOX_OOM_SCORE_ADJ);
         Ok(infra)
+    }
+
+    /// Moves the infra process into the sandbox's cgroup on a blocking
+    /// thread, started at once; the future says how it went.
+    fn join_cgroup(
+        &self,
+        pid: i32,
+        cgroup: &str,
+    ) -> impl std::future::Future<Output = Result<(), SandboxError>> {
+        let cgroups = self.cgroups.clone();
+        let path = cgroup.to_string();
+        let moving = tokio::task::spawn_blocking({
+            let path = path.clone();
+            move || cgroups.add_process(&path, pid)
+        });
+        async move {
+            let moved = moving.await.map_err(|err| {
+                SandboxError::io(
+                    "moving the infra process into its cgroup",
+                    std::io::Error::other(err),
+                )
+            })?;
+            moved.map_err(|source| SandboxError::InfraCgroup {
+                path,
+                source: Box::new(source),
+            })
+        }
     }
 
     /// The CNI network, in the pod's network namespace (berth-pinns has
