@@ -13,12 +13,14 @@
 //!   slices and sandbox cgroups as scopes, transient units over D-Bus;
 //!   [`systemd_resources`]: resource updates as unit properties.
 //! - [`host`]: what the host's cgroups offer (v2, hugetlb, swap), read once.
+//! - [`prime`]: starting early the kernel's wait in a move between cgroups.
 //! - [`fake`]: an in-memory [`CgroupManager`] for unit tests.
 
 pub mod fake;
 pub mod host;
 pub mod manager;
 pub mod naming;
+pub mod prime;
 pub mod stats;
 pub mod systemd;
 pub mod systemd_resources;

@@ -21,6 +21,7 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cgroups_rs::fs::cgroup::Cgroup;
@@ -29,6 +30,8 @@ use cgroups_rs::fs::hierarchies::{V1, V2};
 use cgroups_rs::fs::{Controller, Hierarchy};
 use cgroups_rs::CgroupPid;
 use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+
+use crate::prime::MigrationPrimer;
 
 /// Where cgroup file systems are mounted.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -153,6 +156,11 @@ pub trait CgroupManager: Send + Sync {
     /// Applies `update` to the existing cgroup `path` (a running
     /// container's: UpdateContainerResources).
     fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError>;
+
+    /// Starts the grace period the next move of a process between cgroups
+    /// waits for ([`crate::prime`]). Blocks for up to that grace period;
+    /// best effort. Does nothing unless the manager works on the host.
+    fn prime_migration(&self) {}
 }
 
 /// How the cgroup file systems are laid out on this host.
@@ -198,6 +206,7 @@ pub struct CgroupfsManager {
     layout: Layout,
     /// The v1 mounts, read once (unused in the unified layout).
     v1: V1,
+    primer: Arc<MigrationPrimer>,
 }
 
 impl CgroupfsManager {
@@ -209,7 +218,11 @@ impl CgroupfsManager {
             return Err(CgroupError::NoHierarchy);
         }
         tracing::debug!(?layout, "cgroupfs manager ready");
-        Ok(Self { layout, v1 })
+        let primer = Arc::new(MigrationPrimer::for_this_process(
+            Path::new(CGROUP_ROOT),
+            layout,
+        ));
+        Ok(Self { layout, v1, primer })
     }
 
     /// The layout found at start-up.
@@ -345,6 +358,10 @@ impl CgroupfsManager {
 impl CgroupManager for CgroupfsManager {
     fn layout(&self) -> Layout {
         CgroupfsManager::layout(self)
+    }
+
+    fn prime_migration(&self) {
+        self.primer.prime();
     }
 
     fn hierarchy_dirs(&self, path: &str) -> Result<Vec<PathBuf>, CgroupError> {

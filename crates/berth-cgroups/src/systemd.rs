@@ -308,6 +308,12 @@ impl CgroupManager for SystemdManager {
         self.fs.layout()
     }
 
+    // systemd's moves (StartTransientUnit with a pid) wait on the same
+    // kernel lock.
+    fn prime_migration(&self) {
+        self.fs.prime_migration();
+    }
+
     fn hierarchy_dirs(&self, path: &str) -> Result<Vec<std::path::PathBuf>, CgroupError> {
         self.fs.hierarchy_dirs(path)
     }

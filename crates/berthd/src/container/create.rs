@@ -137,6 +137,7 @@ impl ContainerManager {
                 holder,
             });
         }
+        self.prime_cgroup_move();
         let mut undo = Undo {
             name: Some((name_key.clone(), id.clone())),
             ..Default::default()

@@ -83,6 +83,17 @@ pub struct ContainerManager {
 }
 
 impl ContainerManager {
+    /// Starts, on a blocking thread, the grace period that the shim's move
+    /// of the container's first process into its cgroup will wait for
+    /// (`berth_cgroups::prime`): called as a create begins. (An exec
+    /// reaches its move too soon after it begins to gain from this.)
+    pub fn prime_cgroup_move(&self) {
+        let cgroups = self.cgroups.clone();
+        drop(tokio::task::spawn_blocking(move || {
+            cgroups.prime_migration()
+        }));
+    }
+
     /// The state of a container to report (status, lists, events,
     /// metrics): as its shim last gave it while that still holds
     /// ([`state_cache`]), else from the shim. The lifecycle's own steps
