@@ -59,6 +59,19 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
         .map(String::as_bytes)
         .collect();
     check_exec_strings("config.command and config.args", &argv)?;
+    // A name is what comes before the first `=`: it cannot hold one, nor
+    // be empty (libcontainer's init cannot set such a variable, and its
+    // panic saying so could fill the stderr pipe the create waits behind).
+    if let Some((i, _)) = config
+        .envs
+        .iter()
+        .enumerate()
+        .find(|(_, env)| env.key.is_empty() || env.key.contains('='))
+    {
+        return Err(Status::invalid_argument(format!(
+            "config.envs[{i}].key is not a variable name: empty, or contains '='"
+        )));
+    }
     // Values are bytes (any but NUL); `KEY=value` is what the kernel gets.
     let envs: Vec<Vec<u8>> = config
         .envs
@@ -67,7 +80,40 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
         .collect();
     let envs: Vec<&[u8]> = envs.iter().map(Vec::as_slice).collect();
     check_exec_strings("config.envs", &envs)?;
+    check_paths(config)?;
     check_image_mounts(config)
+}
+
+/// Paths end up as C strings (the shim's arguments, mount and open calls),
+/// which cannot hold NUL.
+fn check_paths(config: &ContainerConfig) -> Result<(), Status> {
+    let mut paths = vec![
+        ("config.log_path".to_string(), config.log_path.as_str()),
+        (
+            "config.working_dir".to_string(),
+            config.working_dir.as_str(),
+        ),
+    ];
+    for (i, mount) in config.mounts.iter().enumerate() {
+        paths.push((format!("config.mounts[{i}].host_path"), &mount.host_path));
+        paths.push((
+            format!("config.mounts[{i}].container_path"),
+            &mount.container_path,
+        ));
+    }
+    for (i, device) in config.devices.iter().enumerate() {
+        paths.push((format!("config.devices[{i}].host_path"), &device.host_path));
+        paths.push((
+            format!("config.devices[{i}].container_path"),
+            &device.container_path,
+        ));
+    }
+    match paths.into_iter().find(|(_, path)| path.contains('\0')) {
+        Some((field, _)) => Err(Status::invalid_argument(format!(
+            "{field} contains a NUL byte"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// An image volume names its image and has no host path; a sub path
@@ -112,7 +158,7 @@ fn check_recursive_read_only(
 
 #[cfg(test)]
 mod tests {
-    use cri_api::v1::{ContainerMetadata, ImageSpec, KeyValue};
+    use cri_api::v1::{ContainerMetadata, ImageSpec, KeyValue, Mount};
 
     use super::*;
 
@@ -168,6 +214,63 @@ mod tests {
         let err = check_config(&config).unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
         assert!(err.message().starts_with("config.envs"), "{err:?}");
+    }
+
+    #[test]
+    fn env_names_that_are_empty_or_hold_an_equals_sign_are_refused() {
+        for key in ["", "=87", "A=B"] {
+            let config = ContainerConfig {
+                envs: vec![
+                    KeyValue {
+                        key: "OK".into(),
+                        value: b"1".to_vec(),
+                    },
+                    KeyValue {
+                        key: key.into(),
+                        value: b"x".to_vec(),
+                    },
+                ],
+                ..named_config()
+            };
+            let err = check_config(&config).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            assert!(
+                err.message().starts_with("config.envs[1].key"),
+                "{key}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paths_with_nul_are_refused_naming_the_field() {
+        let config = ContainerConfig {
+            log_path: "a\0b".into(),
+            ..named_config()
+        };
+        let err = check_config(&config).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().starts_with("config.log_path"), "{err:?}");
+        let config = ContainerConfig {
+            mounts: vec![
+                Mount {
+                    host_path: "/tmp".into(),
+                    container_path: "/a".into(),
+                    ..Default::default()
+                },
+                Mount {
+                    host_path: "/tmp".into(),
+                    container_path: "/b\0".into(),
+                    ..Default::default()
+                },
+            ],
+            ..named_config()
+        };
+        let err = check_config(&config).unwrap_err();
+        assert!(
+            err.message().starts_with("config.mounts[1].container_path"),
+            "{err:?}"
+        );
+        assert!(check_config(&named_config()).is_ok());
     }
 
     #[test]
