@@ -3,10 +3,12 @@
 //! [`EventBus`] fans events out to any number of subscribers through a
 //! tokio broadcast channel: publishing never waits for a subscriber, and
 //! one that falls behind loses events (and is told so) instead of holding
-//! the runtime up. Emissions are serialized and checked against the last
-//! event of the same object, so per object they are never duplicated nor
+//! the runtime up. Emissions for one object are serialized and checked
+//! against its last event, so per object they are never duplicated nor
 //! reordered, whichever of a handler or the exit watcher sees a change
-//! first. [`ExitWatcher`] notices containers that exit on their own.
+//! first; emissions for different objects never wait for each other (an
+//! event's statuses may take a shim call to build). [`ExitWatcher`]
+//! notices containers that exit on their own.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -44,12 +46,15 @@ fn rank(kind: ContainerEventType) -> u8 {
     }
 }
 
+/// One object's last event sent; its lock is held while the object's next
+/// event is built and sent, which keeps that object's events in order.
+type Slot = Arc<tokio::sync::Mutex<Option<ContainerEventType>>>;
+
 /// The lifecycle event stream shared by all subscribers.
 pub struct EventBus {
     sender: broadcast::Sender<ContainerEventResponse>,
-    /// The last event sent per container or sandbox id. The async lock
-    /// also serializes emissions, which keeps them in order.
-    last: tokio::sync::Mutex<HashMap<String, ContainerEventType>>,
+    /// Per container or sandbox id, until its DELETED event.
+    objects: Mutex<HashMap<String, Slot>>,
 }
 
 impl Default for EventBus {
@@ -63,8 +68,16 @@ impl EventBus {
         let (sender, _) = broadcast::channel(capacity);
         Self {
             sender,
-            last: tokio::sync::Mutex::new(HashMap::new()),
+            objects: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The slot of `id`, made empty if it has none.
+    fn slot(&self, id: &str) -> Slot {
+        lock(&self.objects)
+            .entry(id.to_string())
+            .or_default()
+            .clone()
     }
 
     /// A new subscriber, which sees every event emitted from now on.
@@ -74,12 +87,16 @@ impl EventBus {
 
     /// Records where an object already is (on restart), without an event.
     pub async fn seed(&self, id: &str, kind: ContainerEventType) {
-        self.last.lock().await.insert(id.to_string(), kind);
+        *self.slot(id).lock().await = Some(kind);
     }
 
     /// The last event emitted for `id`.
     pub async fn last(&self, id: &str) -> Option<ContainerEventType> {
-        self.last.lock().await.get(id).copied()
+        let slot = lock(&self.objects).get(id).cloned();
+        match slot {
+            Some(slot) => *slot.lock().await,
+            None => None,
+        }
     }
 
     /// Emits `kind` for `id` if it follows the last event of `id`; `build`
@@ -89,16 +106,31 @@ impl EventBus {
     where
         F: Future<Output = ContainerEventResponse>,
     {
-        let mut last = self.last.lock().await;
-        if !follows(last.get(id).copied(), kind) {
+        let slot = self.slot(id);
+        let mut last = slot.lock().await;
+        // A slot waited on while DELETED forgot the id holds DELETED, and
+        // one made after holds nothing: neither lets a late event through.
+        if !follows(*last, kind) {
+            if last.is_none() {
+                // Made by this call for an object that has no events (a
+                // late one, after DELETED): not kept.
+                let mut objects = lock(&self.objects);
+                if objects.get(id).is_some_and(|held| Arc::ptr_eq(held, &slot))
+                    && Arc::strong_count(&slot) == 2
+                {
+                    objects.remove(id);
+                }
+            }
             return false;
         }
         let event = build.await;
         let _ = self.sender.send(event);
+        *last = Some(kind);
         if kind == ContainerEventType::ContainerDeletedEvent {
-            last.remove(id);
-        } else {
-            last.insert(id.to_string(), kind);
+            let mut objects = lock(&self.objects);
+            if objects.get(id).is_some_and(|held| Arc::ptr_eq(held, &slot)) {
+                objects.remove(id);
+            }
         }
         true
     }
@@ -245,6 +277,79 @@ mod tests {
                 ContainerDeletedEvent
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn one_objects_slow_event_holds_up_its_own_events_only() {
+        let bus = Arc::new(EventBus::new(16));
+        let mut subscriber = bus.subscribe();
+        bus.emit("a", ContainerCreatedEvent, async {
+            event("a", ContainerCreatedEvent)
+        })
+        .await;
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let slow = tokio::spawn({
+            let bus = bus.clone();
+            async move {
+                bus.emit("a", ContainerStartedEvent, async move {
+                    let _ = released.await;
+                    event("a", ContainerStartedEvent)
+                })
+                .await
+            }
+        });
+        tokio::task::yield_now().await;
+        // "a" builds its STARTED: its STOPPED waits behind it, "b" does not.
+        let stopped = tokio::spawn({
+            let bus = bus.clone();
+            async move {
+                bus.emit("a", ContainerStoppedEvent, async {
+                    event("a", ContainerStoppedEvent)
+                })
+                .await
+            }
+        });
+        let other = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            bus.emit("b", ContainerCreatedEvent, async {
+                event("b", ContainerCreatedEvent)
+            }),
+        )
+        .await;
+        assert_eq!(other, Ok(true), "b waited for a");
+        assert!(!stopped.is_finished());
+        release.send(()).unwrap();
+        assert!(slow.await.unwrap());
+        assert!(stopped.await.unwrap());
+        let mut seen = Vec::new();
+        while let Ok(event) = subscriber.try_recv() {
+            seen.push((event.container_id.clone(), event.container_event_type()));
+        }
+        assert_eq!(
+            seen,
+            [
+                ("a".to_string(), ContainerCreatedEvent),
+                ("b".to_string(), ContainerCreatedEvent),
+                ("a".to_string(), ContainerStartedEvent),
+                ("a".to_string(), ContainerStoppedEvent),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn deleted_and_late_events_leave_nothing_behind() {
+        let bus = EventBus::new(16);
+        for kind in [ContainerCreatedEvent, ContainerDeletedEvent] {
+            bus.emit("a", kind, async move { event("a", kind) }).await;
+        }
+        assert!(
+            !bus.emit("a", ContainerStoppedEvent, async {
+                event("a", ContainerStoppedEvent)
+            })
+            .await
+        );
+        assert_eq!(bus.last("a").await, None);
+        assert!(lock(&bus.objects).is_empty());
     }
 
     #[tokio::test]
