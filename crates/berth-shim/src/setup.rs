@@ -268,6 +268,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     } else {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
+        let sizes = [widen_for_create(&out_r), widen_for_create(&err_r)];
         let (child_stdin, stdin) = if cfg.stdin {
             // the container's end stays blocking; ours must not block the shim
             let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| SetupError::Sys("pipe", e.into()))?;
@@ -306,6 +307,9 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
                 return Err(SetupError::Create(err));
             }
         };
+        for (fd, size) in [&out_r, &err_r].into_iter().zip(sizes) {
+            restore_size(fd, size);
+        }
         let outputs = vec![
             OutputPipe::new(out_r, Stream::Stdout, cfg.max_log_line),
             OutputPipe::new(err_r, Stream::Stderr, cfg.max_log_line),
@@ -354,6 +358,38 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), SetupError> {
     let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| SetupError::Sys("pipe", e.into()))?;
     set_nonblocking(&r)?;
     Ok((r, w))
+}
+
+/// A pipe's capacity while libcontainer creates the container. Nobody reads
+/// the container's stdout and stderr until the create returns, and its
+/// init may write a long message before it fails (a panic naming a 64 KiB
+/// env value did): with the default capacity that write blocked the init,
+/// and the create with it, until berthd's timeout. The kernel allocates a
+/// pipe's pages only as they fill, so the size costs nothing unused.
+const CREATE_PIPE_SIZE: i32 = 1 << 20;
+
+/// Widens the pipe of `fd` for the create; returns its capacity before,
+/// or None if it could not be read or changed (the create goes on).
+fn widen_for_create(fd: &OwnedFd) -> Option<i32> {
+    let before = fcntl(fd, FcntlArg::F_GETPIPE_SZ).ok()?;
+    match fcntl(fd, FcntlArg::F_SETPIPE_SZ(CREATE_PIPE_SIZE.max(before))) {
+        Ok(_) => Some(before),
+        Err(err) => {
+            tracing::debug!(%err, "widening an output pipe for the create");
+            None
+        }
+    }
+}
+
+/// Gives the pipe of `fd` back its capacity before the create, so a
+/// running container's output is buffered as any other's (best effort:
+/// the kernel refuses while more than that is waiting).
+fn restore_size(fd: &OwnedFd, size: Option<i32>) {
+    if let Some(size) = size {
+        if let Err(err) = fcntl(fd, FcntlArg::F_SETPIPE_SZ(size)) {
+            tracing::debug!(%err, "restoring an output pipe's size");
+        }
+    }
 }
 
 /// Copies what is waiting in the non-blocking pipe `fd` (at most 64 KiB,
@@ -406,6 +442,26 @@ fn bind(what: &'static str, path: PathBuf) -> Result<UnixListener, SetupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pipe_widened_for_the_create_takes_a_long_message_then_shrinks_back() {
+        let (r, w) = pipe().unwrap();
+        set_nonblocking(&w).unwrap();
+        let message = vec![b'x'; 200 << 10];
+        // The default capacity takes only part of it.
+        let default_written = nix::unistd::write(&w, &message).unwrap();
+        assert!(default_written < message.len());
+        copy_pending(&r, &mut std::io::sink());
+        copy_pending(&r, &mut std::io::sink());
+        let before = widen_for_create(&r).expect("widened");
+        assert_eq!(nix::unistd::write(&w, &message).unwrap(), message.len());
+        let mut drained = Vec::new();
+        while drained.len() < message.len() {
+            copy_pending(&r, &mut drained);
+        }
+        restore_size(&r, Some(before));
+        assert_eq!(fcntl(&r, FcntlArg::F_GETPIPE_SZ).unwrap(), before);
+    }
 
     #[test]
     fn pending_output_is_copied_without_blocking() {
