@@ -44,15 +44,6 @@ impl MigrationPrimer {
         }
     }
 
-    /// One that does nothing (tests, and hosts where berthd's cgroup was
-    /// not found).
-    pub fn none() -> Self {
-        Self {
-            procs: None,
-            in_flight: AtomicBool::new(false),
-        }
-    }
-
     /// The `cgroup.procs` file it writes to, if any.
     pub fn procs_file(&self) -> Option<&Path> {
         self.procs.as_deref()
@@ -160,11 +151,6 @@ mod tests {
         assert_eq!(own_procs_file("", root, Layout::Unified), None);
         assert_eq!(own_procs_file("1:cpu:/\n", root, Layout::Hybrid), None);
         assert_eq!(own_procs_file("garbage\n", root, Layout::Legacy), None);
-    }
-
-    #[test]
-    fn a_primer_without_a_file_does_nothing() {
-        MigrationPrimer::none().prime();
     }
 
     /// On the host (as root, on any cgroup layout): the primer finds this
