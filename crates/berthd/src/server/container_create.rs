@@ -87,33 +87,40 @@ fn check_config(config: &ContainerConfig) -> Result<(), Status> {
 /// Paths end up as C strings (the shim's arguments, mount and open calls),
 /// which cannot hold NUL.
 fn check_paths(config: &ContainerConfig) -> Result<(), Status> {
-    let mut paths = vec![
-        ("config.log_path".to_string(), config.log_path.as_str()),
-        (
-            "config.working_dir".to_string(),
-            config.working_dir.as_str(),
-        ),
-    ];
+    let refuse = |field: String| {
+        Err(Status::invalid_argument(format!(
+            "{field} contains a NUL byte"
+        )))
+    };
+    for (field, path) in [
+        ("config.log_path", &config.log_path),
+        ("config.working_dir", &config.working_dir),
+    ] {
+        if path.contains('\0') {
+            return refuse(field.to_string());
+        }
+    }
     for (i, mount) in config.mounts.iter().enumerate() {
-        paths.push((format!("config.mounts[{i}].host_path"), &mount.host_path));
-        paths.push((
-            format!("config.mounts[{i}].container_path"),
-            &mount.container_path,
-        ));
+        for (name, path) in [
+            ("host_path", &mount.host_path),
+            ("container_path", &mount.container_path),
+        ] {
+            if path.contains('\0') {
+                return refuse(format!("config.mounts[{i}].{name}"));
+            }
+        }
     }
     for (i, device) in config.devices.iter().enumerate() {
-        paths.push((format!("config.devices[{i}].host_path"), &device.host_path));
-        paths.push((
-            format!("config.devices[{i}].container_path"),
-            &device.container_path,
-        ));
+        for (name, path) in [
+            ("host_path", &device.host_path),
+            ("container_path", &device.container_path),
+        ] {
+            if path.contains('\0') {
+                return refuse(format!("config.devices[{i}].{name}"));
+            }
+        }
     }
-    match paths.into_iter().find(|(_, path)| path.contains('\0')) {
-        Some((field, _)) => Err(Status::invalid_argument(format!(
-            "{field} contains a NUL byte"
-        ))),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// An image volume names its image and has no host path; a sub path
