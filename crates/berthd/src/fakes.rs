@@ -16,7 +16,7 @@ use berth_shim_api::protocol::{Request, Response, RunState, StateInfo};
 use crate::container::host::{Criu, CriuUnusable, RootfsMounts, Shims};
 use crate::container::idmap::IdmapError;
 use crate::container::idmapped_binds::IdmappedBind;
-use crate::container::rootfs::{RootfsError, RootfsPaths};
+use crate::container::rootfs::{DetachedRootfs, RootfsError, RootfsPaths};
 use crate::container::shim::ShimLaunch;
 use crate::container::state_cache::ShimWatch;
 use crate::container::ContainerError;
@@ -250,9 +250,9 @@ impl RootfsMounts for FakeMounts {
         Ok(target)
     }
 
-    fn unmount(&self, _paths: &RootfsPaths) -> Result<(), RootfsError> {
+    fn unmount(&self, _paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError> {
         self.journal.write("unmount rootfs");
-        Ok(())
+        Ok(DetachedRootfs::default())
     }
 
     fn mount_idmapped(

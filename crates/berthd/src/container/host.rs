@@ -14,7 +14,7 @@ use berth_shim_api::protocol::{Request, Response, StateInfo};
 
 use super::idmap::IdmapError;
 use super::idmapped_binds::{self, IdmappedBind};
-use super::rootfs::{self, RootfsError, RootfsPaths};
+use super::rootfs::{self, DetachedRootfs, RootfsError, RootfsPaths};
 use super::shim::{self, ShimLaunch};
 use super::state_cache::ShimWatch;
 use super::ContainerError;
@@ -33,8 +33,8 @@ pub trait RootfsMounts: Send + Sync {
         index: usize,
     ) -> Result<PathBuf, RootfsError>;
     /// Unmounts it, the image volumes and the idmapped views; not mounted
-    /// is fine.
-    fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError>;
+    /// is fine. The overlay is released when the result is dropped.
+    fn unmount(&self, paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError>;
     /// Mounts it over views of the layers idmapped through the user
     /// namespace pinned at `userns` (a pod with `hostUsers: false`), the
     /// upper dir's root owned by `owner`, the host ids of its root.
@@ -91,7 +91,7 @@ impl RootfsMounts for OverlayMounts {
         rootfs::mount_image_volume(layers, paths, index)
     }
 
-    fn unmount(&self, paths: &RootfsPaths) -> Result<(), RootfsError> {
+    fn unmount(&self, paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError> {
         rootfs::unmount_rootfs(paths)
     }
 

@@ -335,7 +335,7 @@ mod tests {
             owner(&views[1].target),
         ];
         let mode = std::fs::metadata(&paths.idmapped_binds).map(|meta| meta.mode() & 0o777);
-        super::super::rootfs::unmount_rootfs(&paths).expect("unmount");
+        drop(super::super::rootfs::unmount_rootfs(&paths).expect("unmount"));
         let left: Vec<bool> = views.iter().map(|view| mounted(&view.target)).collect();
 
         let seen: Vec<u32> = seen.into_iter().map(|uid| uid.expect("stat")).collect();

@@ -28,8 +28,12 @@ impl ContainerManager {
         if !matches!(shutdown, Ok(Response::Ok)) {
             self.delete_without_shim(&record).await?;
         }
-        self.mounts
+        let detached = self
+            .mounts
             .unmount(&RootfsPaths::new(&record.layer_dir, &record.bundle))?;
+        // Releasing the overlay syncs the disk its upper dir is on; the
+        // container is gone from its path already, nothing waits for that.
+        tokio::task::spawn_blocking(move || drop(detached));
         let mut trashed = Vec::new();
         for dir in [&record.bundle, &record.layer_dir, &record.shim_dir] {
             match trash::discard(dir).await {
