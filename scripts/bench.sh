@@ -29,7 +29,8 @@
 #      with 100 images stored;
 #   6. lifecycle latency with 0, 100 and 500 other pods running, in both
 #      runtimes at once, then in berth alone with its 500 (containerd's
-#      pods removed).
+#      pods removed and containerd stopped); each level is measured once
+#      the machine is quiet again (settle).
 # Quick mode uses fewer repetitions, fewer stored images and fewer other pods;
 # the table's header says which counts it used.
 #
@@ -235,6 +236,26 @@ client() {
 }
 pod_args() { echo --image "$WORKLOAD_IMAGE" --log-root "$work/logs/$1" --tag "$2"; }
 
+# settle: flushes the disk and waits until the machine is quiet (at least
+# 90% idle over two one-second samples in a row, 120 s at most), so that
+# what a burst of pod starts or removals left to the kernel and the disk
+# (writeback, snapshot deletion, network namespace teardown) does not load
+# the measurement that follows it.
+settle() {
+  sync
+  local quiet=0 i idle
+  for ((i = 0; i < 120 && quiet < 2; i++)); do
+    idle="$( (
+      head -n 1 /proc/stat
+      sleep 1
+      head -n 1 /proc/stat
+    ) | awk '{ t = 0; for (f = 2; f <= 9; f++) t += $f; idle[NR] = $5 + $6; total[NR] = t }
+          END { printf "%d", 100 * (idle[2] - idle[1]) / (total[2] - total[1]) }')"
+    if ((idle >= 90)); then quiet=$((quiet + 1)); else quiet=0; fi
+  done
+  ((quiet >= 2)) || log "warning: the machine did not settle (last second ${idle}% idle)"
+}
+
 # order REP: the runtimes in the order repetition REP runs them.
 order() { if (($1 % 2 == 0)); then echo containerd berth; else echo berth containerd; fi; }
 
@@ -359,6 +380,7 @@ for level in "${SCALE_LEVELS[@]}"; do
     done
     running=$level
   fi
+  settle
   for ((rep = 0; rep < REPS; rep++)); do
     for rt in $(order "$rep"); do
       log "scaling: lifecycles with $level other pods, $rt, repetition $((rep + 1))/$REPS"
@@ -370,8 +392,12 @@ done
 # The same top level with berth alone: containerd's pods removed, so the
 # host holds only berth's (the 1.25x target is for a node running one
 # runtime; above, both runtimes' pods load the host at once).
-log "removing the $running background pods of containerd"
+log "removing the $running background pods of containerd, then stopping it"
 client containerd down --tag bg --clients "$CONC_CLIENTS"
+# A node running one runtime: nothing of containerd's left running, nor
+# its teardown's aftermath.
+bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
+settle
 if ((running > 0)); then
   for ((rep = 0; rep < REPS; rep++)); do
     log "scaling: lifecycles with $running other pods, berth alone, repetition $((rep + 1))/$REPS"

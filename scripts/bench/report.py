@@ -33,7 +33,7 @@ RULES = [
     (r"^image/", ("mean", "p95"), "Images (ms)"),
     (r"^scale/", ("mean",), "Scaling: lifecycle with other pods running (ms)"),
     (r"^alone/", ("mean",),
-     "Scaling, berth alone: lifecycle with its own other pods, containerd's removed (ms)"),
+     "Scaling, berth alone: lifecycle with its own other pods, containerd stopped (ms)"),
     (r"", ("mean",), "Other"),
 ]
 
