@@ -24,5 +24,5 @@ if ! ls "$cni_conf_dir" | grep -qE '\.(conf|conflist|json)$'; then
   write_bridge_network "$cni_conf_dir/10-berth.conflist" berth "$cni_bridge" "$cni_subnet"
 fi
 
-cargo build --release --locked -p berthd -p berth-pinns
+cargo build --release --locked -p berthd -p berth-pinns -p berth-shim
 exec "$CARGO_TARGET_DIR/release/berthd" "$@"
