@@ -36,6 +36,11 @@ CRITEST_FOCUS='Streaming' \
   CRITEST_EXTRA_ARGS='--websocket-exec --websocket-attach --websocket-portforward' \
   bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"
 
+# The escape suite: a hostile workload against a berthd of its own; every
+# probe must find the way out closed (scripts/escape/, README).
+echo "== escape suite" >&2
+bash scripts/escape.sh "$CARGO_TARGET_DIR/debug/berthd"
+
 # kubelet, kube-apiserver and kubectl v1.36.4 against berth: the scenarios
 # of scripts/k8s/scenarios/ on a one-node cluster on loopback (see README).
 # BERTH_K8S_STAGE=0 leaves it out while developing.

@@ -18,7 +18,7 @@
 #     busybox-image users and groups, CMD ["sh"], plus /usr/bin/pgrep and
 #     /usr/bin/ipcs built from scripts/images/src.
 #   - stand-ins built from scripts/images/src with gcc: nginx, httpd, nnp,
-#     pause.
+#     pause; and escape (busybox + escape-probe) for scripts/escape/.
 # Same inputs give the same digests.
 #
 # Environment:
@@ -161,6 +161,7 @@ gcc "${CFLAGS[@]}" -DNGINX -o "$BIN/nginx" "$SRC_DIR/webserver.c"
 gcc "${CFLAGS[@]}" -DHTTPD -o "$BIN/httpd" "$SRC_DIR/webserver.c"
 gcc "${CFLAGS[@]}" -static -o "$BIN/nnp" "$SRC_DIR/nnp.c"
 gcc "${CFLAGS[@]}" -static -o "$BIN/pause" "$SRC_DIR/pause.c"
+gcc "${CFLAGS[@]}" -static -o "$BIN/escape-probe" "$SRC_DIR/escape-probe.c"
 
 # Debian's dynamic busybox (not busybox-static: its shell runs applets without
 # exec, which breaks the MaskedPaths spec).
@@ -388,6 +389,12 @@ put "$BIN/pause" "$d/pause" 0755
 layer "" pause "$d" "ADD pause /pause"
 config pause --config.entrypoint /pause --config.user 65535:65535
 
+# escape: busybox + /usr/bin/escape-probe, the hostile workload of berth's
+# escape suite (scripts/escape/).
+d="$(fresh escape)"
+put "$BIN/escape-probe" "$d/usr/bin/escape-probe" 0755
+layer busybox escape "$d" "COPY escape-probe /usr/bin/escape-probe"
+
 # Benchmark images: each a single layer of its own (the busybox rootfs plus a
 # marker), sharing no layer with any other image, so every pull downloads.
 BENCH_TAGS=(1.35.0-glibc 1-uclibc 1 1-glibc 1-musl)
@@ -430,6 +437,7 @@ PUSH=(
   "test-image-tags k8s-staging-cri-tools/test-image-tags:2"
   "test-image-tags k8s-staging-cri-tools/test-image-tags:3"
   "pause pause:3.9"
+  "escape berth-test/escape:1"
 )
 for t in "${BENCH_TAGS[@]}"; do
   PUSH+=("bench-$t docker/library/busybox:$t")

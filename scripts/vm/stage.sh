@@ -8,6 +8,8 @@
 #      their limits in cpu.max/memory.max, see only their own cgroup
 #      (/proc/self/cgroup is 0::/), read their memory.max, have crictl stats
 #      rows, and are gone with their pod;
+#   1b. the escape suite (scripts/escape/) under the systemd driver and
+#      under cgroupfs: a hostile workload must not get out;
 #   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
 #      the development host's kernel), and a restore from the archive;
 #   3. critest v1.36.0 against berthd there, compared on the host with
@@ -24,7 +26,7 @@
 # so by default critest runs the focused subset BERTH_VM_CRITEST_FOCUS and
 # the Kubernetes stage the scenarios BERTH_VM_K8S_FOCUS (defaults below);
 # --full runs all of both. "all" runs all of one, "none" leaves it out.
-# BERTH_VM_NODE_CHECKS=0 and BERTH_VM_CHECKPOINT_CHECK=0 leave out those
+# BERTH_VM_NODE_CHECKS=0, BERTH_VM_ESCAPE=0 and BERTH_VM_CHECKPOINT_CHECK=0 leave out those
 # parts (with both focuses "none", one part runs alone while developing it).
 # Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR) and the
 # Kubernetes binaries (scripts/k8s/install.sh, built when missing).
@@ -60,7 +62,7 @@ log "staging binaries, tools and test images"
 bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
 # The in-guest scripts use the repository's script library.
 mkdir -p "$share/scripts"
-cp -r scripts/lib scripts/vm scripts/k8s "$share/scripts/"
+cp -r scripts/lib scripts/vm scripts/k8s scripts/escape "$share/scripts/"
 
 # shellcheck source=lib.sh
 source scripts/vm/lib.sh
@@ -74,6 +76,10 @@ status=0
 if [[ "${BERTH_VM_NODE_CHECKS:-1}" != 0 ]]; then
   log "node checks"
   vm_run bash /mnt/share/scripts/vm/in-guest/node-checks.sh /root/node /mnt/share/bin || status=1
+fi
+if [[ "${BERTH_VM_ESCAPE:-1}" != 0 ]]; then
+  log "escape suite (systemd, then cgroupfs)"
+  vm_run bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin || status=1
 fi
 if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
   log "checkpoint check"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Inside the guest: starts or stops a berthd of the test stage's own, with
-# the driver on "auto" (systemd here), registry mirrors to the guest's local
+# the driver on "auto" (systemd here; BERTH_GUEST_DRIVER changes it), registry mirrors to the guest's local
 # registry and a CNI bridge network of its own.
 #
 #   berthd.sh start WORK_DIR BIN_DIR   socket at WORK_DIR/berth.sock
@@ -29,7 +29,7 @@ start)
   mkdir -p "$work/net.d"
   write_bridge_network "$work/net.d/10-berth.conflist" berth-guest berth-g0 \
     10.90.0.0/16 "$work/cni-ipam"
-  write_berthd_config "$work/runtime-config.toml" auto "$work/net.d" 127.0.0.1:5000
+  write_berthd_config "$work/runtime-config.toml" "${BERTH_GUEST_DRIVER:-auto}" "$work/net.d" 127.0.0.1:5000
   # The state dir on a tmpfs of its own, as /run is on a node: shims then
   # create containers in a trimmed mount table (berth-shim's mount_view),
   # here under systemd's shared mount propagation.
