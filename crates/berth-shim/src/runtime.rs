@@ -249,7 +249,8 @@ impl ContainerRef {
             .map_or(&process.process, |prepared| &prepared.process);
         let json =
             serde_json::to_vec(spec_process).map_err(LibcontainerError::OtherSerialization)?;
-        std::fs::write(&process.json_path, json).map_err(LibcontainerError::OtherIO)?;
+        // The exec's whole env (Secrets included): root's alone.
+        write_private(&process.json_path, &json).map_err(LibcontainerError::OtherIO)?;
         let [stdin, stdout, stderr] = stdio;
         let executor = CleanExecutor {
             seccomp: process.seccomp.clone(),
@@ -360,6 +361,19 @@ pub fn delete(
     }
 }
 
+/// Writes `bytes` to a new file at `path`, mode 0600 from its creation on.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
 /// `slice:prefix:name` (systemd) as opposed to an absolute path (cgroupfs).
 pub fn is_systemd_cgroups_path(path: &Path) -> bool {
     let text = path.to_string_lossy();
@@ -408,3 +422,7 @@ mod cgroups_path_tests {
         assert!(!is_systemd_cgroups_path(Path::new("/a:b:c")));
     }
 }
+
+#[cfg(test)]
+#[path = "runtime_seccomp_tests.rs"]
+mod seccomp_tests;

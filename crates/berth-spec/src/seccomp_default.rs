@@ -10,9 +10,11 @@
 //! the host's libseccomp) are left out: libcontainer skips names libseccomp
 //! does not know, with a warning per name and per container.
 //!
-//! Two rules take arguments, as in Docker's profile:
+//! Three rules take arguments, as in Docker's and containerd's profiles:
 //! - `personality` only for the harmless personas (Linux, 32-bit emulation,
 //!   `uname -r` 2.6 emulation, and the query `0xffffffff`);
+//! - `socket` for every address family but `AF_VSOCK`, which reaches the
+//!   hypervisor and other VMs' vsock services from a guest node;
 //! - `clone` without CAP_SYS_ADMIN only without namespace flags; `clone3`,
 //!   whose flags sit in memory seccomp cannot read, fails with ENOSYS so
 //!   that libc falls back to `clone`.
@@ -28,6 +30,9 @@ use oci_spec::runtime::{
 const EPERM: u32 = 1;
 /// ENOSYS, for `clone3`.
 const ENOSYS: u32 = 38;
+
+/// AF_VSOCK, the one address family `socket` refuses.
+pub const AF_VSOCK: u64 = 40;
 
 /// CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
 /// | CLONE_NEWNET | CLONE_NEWCGROUP: the flags that create namespaces.
@@ -123,7 +128,7 @@ const EVENTS: &[&str] = &[
 const NETWORK: &[&str] = &[
     "accept", "accept4", "bind", "connect", "getpeername", "getsockname", "getsockopt",
     "listen", "recv", "recvfrom", "recvmmsg", "recvmmsg_time64", "recvmsg", "send", "sendmmsg",
-    "sendmsg", "sendto", "setsockopt", "shutdown", "socket", "socketcall", "socketpair",
+    "sendmsg", "sendto", "setsockopt", "shutdown", "socketcall", "socketpair",
 ];
 
 #[rustfmt::skip]
@@ -247,6 +252,13 @@ pub fn default_profile(capabilities: &Capabilities) -> LinuxSeccomp {
             Some(vec![arg]),
         ));
     }
+    let not_vsock = argument(0, AF_VSOCK, None, LinuxSeccompOperator::ScmpCmpNe);
+    syscalls.push(rule(
+        ["socket"],
+        LinuxSeccompAction::ScmpActAllow,
+        None,
+        Some(vec![not_vsock]),
+    ));
     if !allowed.contains("clone") {
         let arg = masked_equal(0, CLONE_NAMESPACE_FLAGS, 0);
         syscalls.push(rule(

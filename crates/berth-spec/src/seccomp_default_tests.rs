@@ -152,6 +152,21 @@ fn clone_with_sys_admin_is_unconditional() {
 }
 
 #[test]
+fn socket_refuses_only_af_vsock() {
+    let profile = default_profile(&defaults());
+    assert!(!unconditional(&profile).iter().any(|n| n == "socket"));
+    let rules = rules_for(&profile, "socket");
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].action(), LinuxSeccompAction::ScmpActAllow);
+    let args = rules[0].args().clone().unwrap();
+    assert_eq!(args.len(), 1);
+    assert_eq!(
+        (args[0].index(), args[0].op(), args[0].value()),
+        (0, LinuxSeccompOperator::ScmpCmpNe, AF_VSOCK)
+    );
+}
+
+#[test]
 fn personality_is_limited_to_known_personas() {
     let profile = default_profile(&defaults());
     let rules = rules_for(&profile, "personality");
