@@ -36,6 +36,10 @@ pub enum SpecError {
     /// A mount whose container path is not absolute.
     #[error("mount destination {0:?} is not an absolute path")]
     RelativeMountDestination(String),
+    /// A bind mount onto procfs: it could hide what keeps the container in
+    /// (`/proc/sys` read-only, masked files) or fake what the kernel says.
+    #[error("mount destination {0:?} is inside /proc: only lxcfs-style files ({1}) may be mounted there")]
+    MountInsideProc(String, &'static str),
     /// A mount whose host path cannot be resolved (usually: it does not exist).
     #[error("mount source {path:?}: {source}")]
     MountSource {

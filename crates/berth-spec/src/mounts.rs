@@ -38,6 +38,56 @@ pub struct MountPlan {
     pub rootfs_propagation: Option<String>,
 }
 
+/// The files below /proc a bind mount may replace: those lxcfs emulates,
+/// as runc's proc-safety check allows (`checkProcMount`).
+const PROC_FILES_ALLOWED: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/diskstats",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/swaps",
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/slabinfo",
+    "/proc/net/dev",
+    "/proc/sys/kernel/ns_last_pid",
+];
+const PROC_FILES_ALLOWED_TEXT: &str = "cpuinfo, diskstats, meminfo, stat, swaps, uptime, \
+loadavg, slabinfo, net/dev, sys/kernel/ns_last_pid";
+
+/// Refuses a bind mount at /proc or inside it, except the lxcfs files. The
+/// destination is cleaned lexically first (`//proc/./sys/`, `/x/../proc`);
+/// symlinks inside the image are resolved in the rootfs later, where the
+/// same destinations stay refused.
+pub fn check_proc_safety(destination: &str) -> Result<(), SpecError> {
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for component in Path::new(destination).components() {
+        match component {
+            Component::Normal(part) => parts.push(part),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    if parts.first().is_none_or(|first| *first != "proc") {
+        return Ok(());
+    }
+    let clean: std::path::PathBuf = std::iter::once(std::ffi::OsStr::new("/"))
+        .chain(parts.iter().copied())
+        .collect();
+    if PROC_FILES_ALLOWED
+        .iter()
+        .any(|allowed| clean == Path::new(allowed))
+    {
+        return Ok(());
+    }
+    Err(SpecError::MountInsideProc(
+        destination.to_string(),
+        PROC_FILES_ALLOWED_TEXT,
+    ))
+}
+
 /// Converts one CRI mount to an OCI bind mount, with the root propagation
 /// it asks for (`None`: private).
 pub fn bind_mount(
@@ -48,6 +98,7 @@ pub fn bind_mount(
     if !destination.starts_with('/') {
         return Err(SpecError::RelativeMountDestination(destination.clone()));
     }
+    check_proc_safety(destination)?;
     if mount.host_path.is_empty() && mount.image.is_some() {
         return Err(SpecError::ImageVolumeUnresolved(destination.clone()));
     }

@@ -313,3 +313,32 @@ fn clean_path_is_lexical() {
     assert_eq!(depth("/"), 0);
     assert_eq!(depth("/a/b/"), 2);
 }
+
+#[test]
+fn mounts_inside_proc_are_refused_but_lxcfs_files() {
+    for destination in [
+        "/proc",
+        "/proc/sys",
+        "//proc/./sys/",
+        "/etc/../proc/sys/kernel",
+        "/proc/self/attr",
+        "/proc/sysrq-trigger",
+    ] {
+        let err = check_proc_safety(destination).unwrap_err();
+        assert!(
+            matches!(&err, SpecError::MountInsideProc(d, _) if d == destination),
+            "{destination}: {err}"
+        );
+        assert!(err.to_string().contains("inside /proc"), "{err}");
+    }
+    for destination in [
+        "/proc/meminfo",
+        "/proc/./cpuinfo",
+        "/proc/sys/kernel/ns_last_pid",
+        "/procfs",
+        "/data/proc/sys",
+        "/",
+    ] {
+        assert!(check_proc_safety(destination).is_ok(), "{destination}");
+    }
+}
