@@ -15,6 +15,7 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -28,12 +29,29 @@ const SETTLE_POLL: Duration = Duration::from_millis(5);
 
 /// The container's cgroup directory in each hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupDirs(Vec<PathBuf>);
+pub struct CgroupDirs {
+    dirs: Vec<PathBuf>,
+    /// The hierarchies libcontainer does not join (see `adopt_init`).
+    extras: OnceLock<Vec<Extra>>,
+}
+
+/// A hierarchy only berth puts the container in: its dir there, and the
+/// hierarchy's root, where the shim stays (it has no controllers: nothing
+/// is charged there). Out of berthd's cgroup, as the shim is in the
+/// controllers' hierarchies: a restart of berthd's unit leaves it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Extra {
+    dir: PathBuf,
+    home: PathBuf,
+}
 
 impl CgroupDirs {
     /// `None` when berthd named none (a systemd scope, or an older berthd).
     pub fn new(dirs: &[PathBuf]) -> Option<Self> {
-        (!dirs.is_empty()).then(|| Self(dirs.to_vec()))
+        (!dirs.is_empty()).then(|| Self {
+            dirs: dirs.to_vec(),
+            extras: OnceLock::new(),
+        })
     }
 
     /// Sends `signal` to every process in the cgroup, the cgroup frozen
@@ -41,7 +59,7 @@ impl CgroupDirs {
     /// kill-all do). A cgroup already gone has nothing to signal.
     pub fn signal_all(&self, signal: Signal) -> io::Result<()> {
         let existing: Vec<&Path> = self
-            .0
+            .dirs
             .iter()
             .map(PathBuf::as_path)
             .filter(|d| d.is_dir())
@@ -69,11 +87,73 @@ impl CgroupDirs {
         result
     }
 
+    /// Moves the container's init into its cgroup in the hierarchies
+    /// libcontainer left it out of. libcontainer's v1 manager joins only the
+    /// controllers it knows, which leaves the container in the root of
+    /// named hierarchies (`name=systemd`) and of the hybrid layout's unified
+    /// one: a root cgroup's `release_agent` is the CVE-2022-0492 path out,
+    /// closed then only by the kernel's fix. runc joins every hierarchy; so
+    /// do we. Those hierarchies are remembered, with their roots, for
+    /// [`CgroupDirs::with_extras`].
+    pub fn adopt_init(&self, init: i32) -> io::Result<()> {
+        let mut extras = Vec::new();
+        for dir in &self.dirs {
+            // libcontainer made the controllers' dirs, not the others'.
+            std::fs::create_dir_all(dir).map_err(|e| named(e, "creating", dir))?;
+            let procs = dir.join("cgroup.procs");
+            let members =
+                std::fs::read_to_string(&procs).map_err(|e| named(e, "reading", &procs))?;
+            if members.lines().any(|line| line.trim() == init.to_string()) {
+                continue;
+            }
+            std::fs::write(&procs, init.to_string()).map_err(|e| named(e, "joining", &procs))?;
+            extras.push(dir.clone());
+        }
+        if extras.is_empty() {
+            return Ok(());
+        }
+        let theirs = read_cgroups(&init.to_string())?;
+        let mut found = Vec::new();
+        for dir in extras {
+            let home = home_of(&dir, &theirs).ok_or_else(|| {
+                io::Error::other(format!(
+                    "no hierarchy of /proc/{init}/cgroup holds {}",
+                    dir.display()
+                ))
+            })?;
+            found.push(Extra { dir, home });
+        }
+        go_home(&found, &std::process::id().to_string());
+        let _ = self.extras.set(found);
+        Ok(())
+    }
+
+    /// Runs `start` (which forks a process into the container) with the
+    /// shim in the container's cgroup of the hierarchies [`adopt_init`]
+    /// found, so the process is born there, then moves the shim back. The
+    /// shim is single-threaded: nothing else forks meanwhile.
+    ///
+    /// [`adopt_init`]: CgroupDirs::adopt_init
+    pub fn with_extras<T>(&self, start: impl FnOnce() -> T) -> io::Result<T> {
+        let extras = self.extras.get().map(Vec::as_slice).unwrap_or_default();
+        let own = std::process::id().to_string();
+        for extra in extras {
+            let procs = extra.dir.join("cgroup.procs");
+            if let Err(e) = std::fs::write(&procs, &own) {
+                go_home(extras, &own);
+                return Err(named(e, "joining", &procs));
+            }
+        }
+        let started = start();
+        go_home(extras, &own);
+        Ok(started)
+    }
+
     /// Removes the cgroup in every hierarchy, sub-cgroups first. Processes
     /// just killed may take a moment to leave: rmdir is retried while the
     /// kernel says busy. A directory already gone is fine.
     pub fn remove(&self) -> io::Result<()> {
-        for dir in &self.0 {
+        for dir in &self.dirs {
             let mut deepest_first = Vec::new();
             collect_subtree(dir, &mut deepest_first)?;
             for cgroup in deepest_first.iter().rev() {
@@ -82,6 +162,53 @@ impl CgroupDirs {
         }
         Ok(())
     }
+}
+
+/// Back to the shim's own cgroups; a failure is logged (the shim would
+/// then keep the container's cgroup from being removed, which says so).
+fn go_home(extras: &[Extra], own: &str) {
+    for extra in extras {
+        let procs = extra.home.join("cgroup.procs");
+        if let Err(e) = std::fs::write(&procs, own) {
+            tracing::error!(%e, path = %procs.display(), "moving the shim back to its cgroup");
+        }
+    }
+}
+
+fn named(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// `/proc/PID/cgroup` as (hierarchy id, path) pairs.
+fn read_cgroups(pid: &str) -> io::Result<Vec<(String, String)>> {
+    let file = format!("/proc/{pid}/cgroup");
+    let text = std::fs::read_to_string(&file).map_err(|e| named(e, "reading", Path::new(&file)))?;
+    Ok(parse_cgroups(&text))
+}
+
+fn parse_cgroups(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let id = parts.next()?;
+            let _controllers = parts.next()?;
+            Some((id.to_string(), parts.next()?.to_string()))
+        })
+        .collect()
+}
+
+/// Where the shim goes back to in the hierarchy of `dir`: its root. The
+/// container's path there is its path in any hierarchy the init joined (a
+/// cgroupfs path is the same in all); the mount is what precedes it.
+fn home_of(dir: &Path, init: &[(String, String)]) -> Option<PathBuf> {
+    init.iter().find_map(|(_, path)| {
+        let rel = path.trim_start_matches('/');
+        if rel.is_empty() {
+            return None;
+        }
+        let mount = dir.to_str()?.strip_suffix(rel)?;
+        Some(PathBuf::from(mount))
+    })
 }
 
 /// Freezes (or thaws) through v1's freezer or v2's `cgroup.freeze`,
@@ -172,6 +299,20 @@ fn rmdir_settled(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shims_home_is_the_root_of_the_dirs_hierarchy() {
+        let init = parse_cgroups("9:name=systemd:/\n4:memory:/berth/c1\n0::/\n");
+        assert_eq!(
+            home_of(Path::new("/sys/fs/cgroup/systemd/berth/c1"), &init),
+            Some(PathBuf::from("/sys/fs/cgroup/systemd/"))
+        );
+        assert_eq!(
+            home_of(Path::new("/sys/fs/cgroup/unified/berth/c1"), &init),
+            Some(PathBuf::from("/sys/fs/cgroup/unified/"))
+        );
+        assert_eq!(home_of(Path::new("/elsewhere/c2"), &init), None);
+    }
 
     #[test]
     fn no_dirs_means_libcontainer_does_it() {

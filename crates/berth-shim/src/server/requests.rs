@@ -275,7 +275,14 @@ impl Server {
         stdio: [OwnedFd; 3],
         console: Option<&Path>,
     ) -> Result<(i32, bool), LibcontainerError> {
-        let exec = || self.cfg.container.exec(process, stdio, console);
+        // Born in every hierarchy's cgroup of the container, as the init
+        // (cgroup_dirs): the shim stands there while libcontainer forks it.
+        let exec = || match &self.cfg.cgroup_dirs {
+            Some(dirs) => dirs
+                .with_extras(|| self.cfg.container.exec(process, stdio, console))
+                .map_err(LibcontainerError::OtherIO)?,
+            None => self.cfg.container.exec(process, stdio, console),
+        };
         let Some(state_dir) = self.cfg.trim_mounts.as_deref() else {
             return exec().map(|pid| (pid, false));
         };
