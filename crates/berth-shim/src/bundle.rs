@@ -35,6 +35,9 @@ pub struct BundleInfo {
     /// The user namespace the container joins (its pod's), which exec'd
     /// processes must join too.
     pub user_namespace: Option<ContainerUserns>,
+    /// The host gid the container's root group maps to, in a user
+    /// namespace: that group may search the container's state dir.
+    pub userns_root_gid: Option<u32>,
     /// The spec has poststop hooks (CDI may add them): deleting the
     /// container then goes through libcontainer, which runs them.
     pub poststop_hooks: bool,
@@ -138,8 +141,15 @@ impl BundleInfo {
                     .and_then(|l| l.uid_mappings().clone())
                     .unwrap_or_default(),
             });
+        let userns_root_gid = user_namespace.as_ref().and_then(|_| {
+            let mappings = linux
+                .and_then(|l| l.gid_mappings().clone())
+                .unwrap_or_default();
+            crate::exec_userns::host_id(&mappings, 0)
+        });
         Self {
             cgroups_path: linux.and_then(|l| l.cgroups_path().clone()),
+            userns_root_gid,
             own_pid_namespace,
             terminal: process.terminal().unwrap_or(false),
             process,

@@ -317,7 +317,10 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         (container, outputs, stdin, None)
     };
     let mut container = container;
-    let init_pid = match publish_pid(cfg, &container) {
+    let init_pid = match join_every_hierarchy(cfg, &container)
+        .and_then(|()| restrict_state_dir(&container, bundle.userns_root_gid))
+        .and_then(|()| publish_pid(cfg, &container))
+    {
         Ok(pid) => pid,
         Err(err) => {
             // do not leave a created container nobody will ever start
@@ -337,6 +340,37 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         bundle,
         restore_stdio,
     })
+}
+
+/// The init joins the container's cgroup in the hierarchies libcontainer
+/// left it out of (see [`crate::cgroup_dirs::CgroupDirs::add_process`]),
+/// before anything of the workload runs.
+fn join_every_hierarchy(cfg: &ShimConfig, container: &Container) -> Result<(), SetupError> {
+    let Some(dirs) = &cfg.cgroup_dirs else {
+        return Ok(());
+    };
+    let pid = container.pid().ok_or(SetupError::NoPid)?.as_raw();
+    dirs.adopt_init(pid)
+        .map_err(|e| SetupError::Sys("moving the container into its cgroups", e))
+}
+
+/// libcontainer's state dir of the container (its spec and state, with
+/// the hooks' env) becomes root's alone, or searchable by the group the
+/// container's root maps to in a user namespace, whose init reaches its
+/// notify socket there. libcontainer makes it 0755.
+fn restrict_state_dir(container: &Container, userns_gid: Option<u32>) -> Result<(), SetupError> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = &container.root;
+    let mode = match userns_gid {
+        Some(gid) => {
+            std::os::unix::fs::chown(dir, None, Some(gid))
+                .map_err(|e| SetupError::Sys("opening the state dir to the user namespace", e))?;
+            0o710
+        }
+        None => 0o700,
+    };
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| SetupError::Sys("restricting the container's state dir", e))
 }
 
 fn publish_pid(cfg: &ShimConfig, container: &Container) -> Result<i32, SetupError> {

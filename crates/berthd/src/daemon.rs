@@ -79,10 +79,13 @@ fn open_context(
     cgroup_driver: Driver,
 ) -> Result<(RuntimeContext, RootLock), DaemonError> {
     let layout = RootLayout::new(&config.root_dir);
-    for dir in layout.all() {
+    for dir in layout
+        .all()
+        .into_iter()
+        .chain(StateLayout::new(&config.state_dir).all())
+    {
         create_dir(&dir)?;
     }
-    create_dir(&config.state_dir)?;
     let lock = RootLock::acquire(&config.root_dir)?;
     let store = ImageStore::open(&layout.images())?;
     let images = Arc::new(
@@ -379,9 +382,17 @@ pub async fn run(
     Ok(())
 }
 
+/// Creates `path` (and its parents) and makes it 0711, also when it
+/// existed: every host user may pass through (a pod's user namespace maps
+/// its root to an unprivileged host uid that must reach its own files
+/// below), none may list what is there. What lies below is root's alone,
+/// or open to one pod's mapped group.
 fn create_dir(path: &Path) -> Result<(), DaemonError> {
-    std::fs::create_dir_all(path).map_err(|source| DaemonError::CreateDir {
-        path: path.to_path_buf(),
-        source,
-    })
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path)
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o711)))
+        .map_err(|source| DaemonError::CreateDir {
+            path: path.to_path_buf(),
+            source,
+        })
 }

@@ -71,6 +71,18 @@ impl StateLayout {
         self.dir.join("ns")
     }
 
+    /// Every directory the daemon creates at start-up.
+    pub fn all(&self) -> [PathBuf; 6] {
+        [
+            self.dir.clone(),
+            self.containers(),
+            self.sandboxes(),
+            self.runtime_root(),
+            self.shims(),
+            self.namespaces(),
+        ]
+    }
+
     /// The cgroup parents berth created, so it removes only those.
     pub fn cgroup_parents(&self) -> PathBuf {
         self.dir.join("cgroup-parents.json")

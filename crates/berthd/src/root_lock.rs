@@ -2,6 +2,7 @@
 //! each other's downloads and layers.
 
 use std::fs::File;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -27,11 +28,17 @@ pub struct RootLock {
 impl RootLock {
     pub fn acquire(root: &Path) -> Result<Self, RootLockError> {
         let path = root.join("berthd.lock");
+        // root's alone, like everything under the root dir
         let file = File::options()
             .create(true)
             .truncate(false)
             .write(true)
+            .mode(0o600)
             .open(&path)
+            .and_then(|file| {
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+                Ok(file)
+            })
             .map_err(|source| RootLockError::Open {
                 path: path.clone(),
                 source,

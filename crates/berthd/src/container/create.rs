@@ -180,6 +180,9 @@ impl ContainerManager {
         if let Some(userns) = &userns {
             open_bundle_to(&dirs.bundle, userns.gids.host_id)
                 .map_err(|err| ContainerError::io("container dir", err))?;
+            // The init may reach the shim's console socket from inside.
+            open_bundle_to(&dirs.shim, userns.gids.host_id)
+                .map_err(|err| ContainerError::io("shim dir", err))?;
         }
         let layers = held_layers(c);
         // Held from before the mount: a RemoveImage racing this create must
@@ -294,6 +297,8 @@ impl ContainerManager {
         undo.dirs.push(dirs.layer.clone());
         std::fs::create_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
         undo.dirs.push(dirs.shim.clone());
+        // Its sockets, logs and exec specs (an exec's whole env) are root's.
+        private_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
         Ok(dirs)
     }
 

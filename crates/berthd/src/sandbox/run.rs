@@ -151,7 +151,7 @@ impl SandboxManager {
         } else {
             None
         };
-        let (dir, ns_dir) = self.make_dirs(id, undo)?;
+        let (dir, ns_dir) = self.make_dirs(id, userns.as_ref().map(|u| u.host_root().1), undo)?;
         intent::write(
             &dir,
             &SandboxIntent {
@@ -273,14 +273,27 @@ impl SandboxManager {
     /// The sandbox's dir (with the infra process's root) and its pins' dir.
     /// The sandbox's dir comes first: the intent goes there before any
     /// other side effect, and recovery finds half-made sandboxes by it.
-    fn make_dirs(&self, id: &str, undo: &mut Undo) -> Result<(PathBuf, PathBuf), SandboxError> {
+    ///
+    /// The sandbox's dir holds the pod's /dev/shm and its DNS files: root's
+    /// alone (0700), as containerd's, so no host user reaches the pod's
+    /// shared memory. In a pod with its own user namespace its mapped root
+    /// group may search it (0710): the containers' binds of those files are
+    /// made from inside the namespace.
+    fn make_dirs(
+        &self,
+        id: &str,
+        userns_gid: Option<u32>,
+        undo: &mut Undo,
+    ) -> Result<(PathBuf, PathBuf), SandboxError> {
         let dir = self.store.record_dir(id);
         let ns_dir = self.ns_dir.join(id);
         std::fs::create_dir_all(dir.join("root"))
             .map_err(|err| SandboxError::io("sandbox dir", err))?;
         undo.dir = Some(dir.clone());
+        restrict_dir(&dir, userns_gid).map_err(|err| SandboxError::io("sandbox dir", err))?;
         std::fs::create_dir_all(&ns_dir).map_err(|err| SandboxError::io("namespace dir", err))?;
         undo.ns_dir = Some(ns_dir.clone());
+        restrict_dir(&ns_dir, userns_gid).map_err(|err| SandboxError::io("namespace dir", err))?;
         Ok((dir, ns_dir))
     }
 
@@ -389,4 +402,17 @@ impl SandboxManager {
             self.store.release_name(name, id);
         }
     }
+}
+
+/// `dir` root's alone (0700), or searchable by group `gid` too (0710).
+fn restrict_dir(dir: &std::path::Path, gid: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match gid {
+        Some(gid) => {
+            std::os::unix::fs::chown(dir, None, Some(gid))?;
+            0o710
+        }
+        None => 0o700,
+    };
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
 }
