@@ -64,16 +64,17 @@ PY
 }
 
 # in_ctr ID CMD...: runs CMD in the container; prints its output (stdout
-# and stderr) and returns its exit status.
+# and stderr) and "exit: N" (crictl prints nothing of a command that
+# failed, so the status is carried in the output).
 in_ctr() {
   local id="$1"
   shift
-  cri exec -s "$id" "$@" 2>&1
+  cri exec -s "$id" sh -c '"$@" 2>&1; echo "exit: $?"' sh "$@" 2>&1
 }
 
-# probe_line OUTPUT KEY: the value escape-probe printed for KEY ("open",
+# printed OUTPUT KEY: the value escape-probe printed for KEY ("open",
 # "mknod").
-probe_line() { awk -F': ' -v k="$2" '$1 == k {print $2}' <<<"$1"; }
+printed() { awk -F': ' -v k="$2" '$1 == k {print $2}' <<<"$1"; }
 
 escape_setup() {
   cri pull "$ESCAPE_IMAGE" >/dev/null || return 1

@@ -9,6 +9,9 @@
  *   escape-probe mknod-open b|c MAJOR MINOR r|w|rw
  *       makes the node in a directory of its own under /tmp, opens it and
  *       removes both; prints "mknod: ok|<ERRNO>" and "open: ok|<ERRNO>".
+ *   escape-probe socket FAMILY
+ *       socket(FAMILY, SOCK_STREAM, 0), closed at once; prints
+ *       "socket: ok|<ERRNO>" (the exit status as for open).
  *
  * Exit status: 0 when the last open succeeded, 1 when it was refused,
  * 2 on a usage error. Opens use O_NOCTTY (a terminal never becomes the
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -42,6 +46,8 @@ static const char *errno_name(int err)
 	case EIO: return "EIO";
 	case ENOTDIR: return "ENOTDIR";
 	case EISDIR: return "EISDIR";
+	case EAFNOSUPPORT: return "EAFNOSUPPORT";
+	case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
 	default: return strerror(err);
 	}
 }
@@ -73,7 +79,8 @@ static int try_open(const char *path, int flags)
 static int usage(void)
 {
 	fprintf(stderr, "usage: escape-probe open PATH r|w|rw\n"
-			"       escape-probe mknod-open b|c MAJOR MINOR r|w|rw\n");
+			"       escape-probe mknod-open b|c MAJOR MINOR r|w|rw\n"
+			"       escape-probe socket FAMILY\n");
 	return 2;
 }
 
@@ -114,6 +121,16 @@ int main(int argc, char **argv)
 		}
 		rmdir(dir);
 		return status;
+	}
+	if (argc == 3 && strcmp(argv[1], "socket") == 0) {
+		int fd = socket((int)strtol(argv[2], NULL, 10), SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			printf("socket: %s\n", errno_name(errno));
+			return 1;
+		}
+		printf("socket: ok\n");
+		close(fd);
+		return 0;
 	}
 	return usage();
 }
