@@ -29,7 +29,9 @@
 //! SELinux at all; empty options ask for nothing.
 
 use cri_api::v1::security_profile::ProfileType;
-use cri_api::v1::{LinuxContainerSecurityContext, SeLinuxOption, SecurityProfile};
+use cri_api::v1::{
+    LinuxContainerSecurityContext, LinuxSandboxSecurityContext, SeLinuxOption, SecurityProfile,
+};
 
 use crate::error::SpecError;
 use crate::host::HostLookup;
@@ -194,6 +196,32 @@ fn profile_loaded(host: &dyn HostLookup, name: &str) -> Result<bool, SpecError> 
             name: name.to_string(),
             source,
         })
+}
+
+/// A pod's own requests, checked as its containers' would be: berth's
+/// infra process is its own binary, not a container, so no profile is
+/// applied to it (kubelet puts the pod's profile into each container's
+/// context, where it is), but a request the host cannot honour is
+/// refused here, before anything is made for the pod.
+pub fn check_sandbox(
+    security: Option<&LinuxSandboxSecurityContext>,
+    lsm: &LsmHost,
+    host: &dyn HostLookup,
+) -> Result<(), SpecError> {
+    let Some(security) = security else {
+        return Ok(());
+    };
+    check_selinux_options(
+        security.selinux_options.as_ref(),
+        "selinux_options",
+        lsm.selinux,
+    )?;
+    let as_container = LinuxContainerSecurityContext {
+        privileged: security.privileged,
+        apparmor: security.apparmor.clone(),
+        ..Default::default()
+    };
+    container_apparmor_profile(Some(&as_container), &lsm.apparmor, host).map(drop)
 }
 
 /// Whether the kernel's list of loaded profiles (the text of

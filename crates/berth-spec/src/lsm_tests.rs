@@ -272,3 +272,41 @@ fn the_spec_carries_the_profile_and_refuses_labels() {
     let err = build_on(&config, &sandbox_config(false), &host(), &NO_LSM).unwrap_err();
     assert!(matches!(err, SpecError::SeLinuxLabel { .. }), "{err}");
 }
+
+#[test]
+fn a_pods_own_requests_are_checked_like_a_containers() {
+    let pod = |apparmor: Option<SecurityProfile>, selinux: Option<SeLinuxOption>| {
+        LinuxSandboxSecurityContext {
+            apparmor,
+            selinux_options: selinux,
+            ..Default::default()
+        }
+    };
+    let localhost = |name: &str| {
+        Some(SecurityProfile {
+            profile_type: ProfileType::Localhost as i32,
+            localhost_ref: name.into(),
+        })
+    };
+    let on = LsmHost {
+        apparmor: enabled(),
+        selinux: false,
+    };
+    check_sandbox(None, &NO_LSM, &host()).unwrap();
+    check_sandbox(Some(&pod(None, None)), &NO_LSM, &host()).unwrap();
+    check_sandbox(Some(&pod(localhost("deny-write"), None)), &on, &host()).unwrap();
+    let err = check_sandbox(Some(&pod(localhost("missing"), None)), &on, &host()).unwrap_err();
+    assert!(
+        matches!(err, SpecError::AppArmorProfileNotLoaded(_)),
+        "{err}"
+    );
+    let err =
+        check_sandbox(Some(&pod(localhost("deny-write"), None)), &NO_LSM, &host()).unwrap_err();
+    assert!(matches!(err, SpecError::AppArmorNotEnabled(_)), "{err}");
+    let label = SeLinuxOption {
+        level: "s0:c0,c1".into(),
+        ..Default::default()
+    };
+    let err = check_sandbox(Some(&pod(None, Some(label))), &on, &host()).unwrap_err();
+    assert!(matches!(err, SpecError::SeLinuxLabel { .. }), "{err}");
+}
