@@ -27,7 +27,8 @@
 # the Kubernetes stage the scenarios BERTH_VM_K8S_FOCUS (defaults below);
 # --full runs all of both. "all" runs all of one, "none" leaves it out.
 # BERTH_VM_NODE_CHECKS=0, BERTH_VM_ESCAPE=0 and BERTH_VM_CHECKPOINT_CHECK=0 leave out those
-# parts (with both focuses "none", one part runs alone while developing it).
+# parts (with both focuses "none", one part runs alone while developing it);
+# BERTH_VM_ESCAPE_FOCUS (a regexp) runs only the escape probes it matches.
 # Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR) and the
 # Kubernetes binaries (scripts/k8s/install.sh, built when missing).
 set -euo pipefail
@@ -35,8 +36,9 @@ repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
 
 # The cgroup-relevant part of the suite: sandbox and container lifecycles,
-# resources, stats, namespaces and exec, which all go through the driver.
-default_focus='PodSandbox|Container runtime should support (basic operations|removing|execSync|listing)|should support (container|pod) stats|NamespaceOption|update container resources|UpdateContainerResources'
+# resources, stats, namespaces and exec, which all go through the driver;
+# and AppArmor, which only the guest's kernel has.
+default_focus='PodSandbox|Container runtime should support (basic operations|removing|execSync|listing)|should support (container|pod) stats|NamespaceOption|update container resources|UpdateContainerResources|AppArmor'
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # The node, the static pod the real-node checks need, debug --target
 # (all of it: the fix it proves is in how containers join a namespace), and
@@ -79,7 +81,10 @@ if [[ "${BERTH_VM_NODE_CHECKS:-1}" != 0 ]]; then
 fi
 if [[ "${BERTH_VM_ESCAPE:-1}" != 0 ]]; then
   log "escape suite (systemd, then cgroupfs)"
-  vm_run bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin || status=1
+  escape_focus_env=""
+  [[ -n "${BERTH_VM_ESCAPE_FOCUS:-}" ]] && escape_focus_env="ESCAPE_FOCUS='$BERTH_VM_ESCAPE_FOCUS'"
+  vm_sh "$escape_focus_env bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin" ||
+    status=1
 fi
 if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
   log "checkpoint check"

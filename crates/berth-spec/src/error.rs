@@ -140,6 +140,45 @@ pub enum SpecError {
         source: serde_json::Error,
     },
 
+    /// An AppArmor profile type the CRI does not define.
+    #[error("unknown apparmor profile type {0}")]
+    AppArmorProfileType(i32),
+    /// A `localhost_ref` on an AppArmor profile that is not Localhost.
+    #[error("apparmor localhost_ref {localhost_ref:?} is only valid with profile type Localhost, not {profile_type}")]
+    AppArmorLocalhostRef {
+        localhost_ref: String,
+        profile_type: &'static str,
+    },
+    /// An `apparmor_profile` string that is none of `runtime/default`,
+    /// `unconfined`, `localhost/<name>`, or a Localhost name that is empty.
+    #[error(
+        "invalid apparmor profile {0:?}: expected runtime/default, unconfined or localhost/<name>"
+    )]
+    AppArmorProfileName(String),
+    /// A profile asked for on a host whose kernel has no AppArmor.
+    #[error("apparmor profile {0:?} cannot be applied: AppArmor is not enabled on this host")]
+    AppArmorNotEnabled(String),
+    /// A Localhost profile the kernel has not loaded.
+    #[error("apparmor profile {0:?} is not loaded on this host (see /sys/kernel/security/apparmor/profiles)")]
+    AppArmorProfileNotLoaded(String),
+    /// berth's default profile, asked for (RuntimeDefault) but not loaded.
+    #[error("apparmor profile {name:?} (runtime/default) is not available: {reason}")]
+    AppArmorDefaultProfile { name: &'static str, reason: String },
+    /// The kernel's list of loaded profiles cannot be read.
+    #[error("apparmor profile {name:?}: reading the loaded profiles: {source}")]
+    AppArmorProfiles {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+    /// An SELinux label asked for: berth applies none (see `lsm`).
+    #[error("{field} asks for the SELinux label {label}: {reason}")]
+    SeLinuxLabel {
+        field: &'static str,
+        label: String,
+        reason: &'static str,
+    },
+
     /// `unified` resources on a cgroup v1 host.
     #[error("unified cgroup resources {0:?} need cgroup v2; this host runs cgroup v1")]
     UnifiedOnCgroupV1(Vec<String>),

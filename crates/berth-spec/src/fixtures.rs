@@ -13,8 +13,8 @@ use oci_spec::runtime::Spec;
 
 use crate::testing::{char_device, FakeHost};
 use crate::{
-    container_spec, CgroupFeatures, CgroupView, ContainerInputs, ImageConfigView, SandboxFiles,
-    SandboxNamespaces, SpecError, V1Hierarchy,
+    container_spec, AppArmorHost, CgroupFeatures, CgroupView, ContainerInputs, ImageConfigView,
+    LsmHost, SandboxFiles, SandboxNamespaces, SpecError, V1Hierarchy,
 };
 
 pub const PASSWD: &str = "root:x:0:0:root:/root:/bin/sh\nwww-data:x:33:33::/var/www:/bin/false\n";
@@ -154,10 +154,26 @@ pub fn image() -> ImageConfigView {
     }
 }
 
+/// A host without AppArmor or SELinux.
+pub static NO_LSM: LsmHost = LsmHost {
+    apparmor: AppArmorHost::Disabled,
+    selinux: false,
+};
+
 pub fn build(
     config: &ContainerConfig,
     sandbox: &PodSandboxConfig,
     host: &FakeHost,
+) -> Result<Spec, SpecError> {
+    build_on(config, sandbox, host, &NO_LSM)
+}
+
+/// [`build`] on a host with the security modules `lsm`.
+pub fn build_on(
+    config: &ContainerConfig,
+    sandbox: &PodSandboxConfig,
+    host: &FakeHost,
+    lsm: &LsmHost,
 ) -> Result<Spec, SpecError> {
     container_spec(&ContainerInputs {
         container_id: "c1",
@@ -178,6 +194,7 @@ pub fn build(
             hugetlb: false,
             swap: true,
         },
+        lsm,
         host,
     })
 }

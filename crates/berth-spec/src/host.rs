@@ -2,7 +2,7 @@
 //!
 //! The conversions in this crate are pure: they never touch the file system
 //! themselves. The few facts they need from the host (does a mount source
-//! exist, what device is `/dev/fuse`, what does a seccomp profile file say)
+//! exist, what device is `/dev/fuse`, what does a seccomp profile file say, is an AppArmor profile loaded)
 //! come through [`HostLookup`], the way youki puts every privileged call
 //! behind its `Syscall` trait. Tests use a fake; berthd uses [`OsHost`].
 
@@ -55,6 +55,8 @@ pub trait HostLookup {
     fn read_profile(&self, path: &Path) -> io::Result<String>;
     /// The node's hostname, for `HOSTNAME` when the pod sets none.
     fn hostname(&self) -> io::Result<String>;
+    /// Whether the kernel has the AppArmor profile `name` loaded.
+    fn apparmor_profile_loaded(&self, name: &str) -> io::Result<bool>;
     /// The runtime's capability bounding set as a bit mask: containers
     /// can have no capability outside it.
     fn capability_mask(&self) -> u64 {
@@ -114,7 +116,15 @@ impl HostLookup for OsHost {
             .trim()
             .to_string())
     }
+
+    fn apparmor_profile_loaded(&self, name: &str) -> io::Result<bool> {
+        let profiles = std::fs::read_to_string(APPARMOR_PROFILES)?;
+        Ok(crate::lsm::profiles_list_has(&profiles, name))
+    }
 }
+
+/// The kernel's list of loaded AppArmor profiles.
+pub const APPARMOR_PROFILES: &str = "/sys/kernel/security/apparmor/profiles";
 
 /// Every device node below `dir`, skipping symlinks and [`SKIPPED_DEV_DIRS`].
 fn collect_devices(dir: &Path, found: &mut Vec<HostDevice>) -> io::Result<()> {

@@ -6,7 +6,7 @@
 //! order [`container_spec`] calls them: [`process`] (argv, env, working
 //! dir), [`user`] (uid, gid, groups, from the image's [`passwd`] files),
 //! [`security`], [`capabilities`], [`seccomp`] (with
-//! [`seccomp_default`]), [`system_mounts`] (with [`cgroup_mounts`]) and
+//! [`seccomp_default`]), [`lsm`] (AppArmor, SELinux), [`system_mounts`] (with [`cgroup_mounts`]) and
 //! [`mounts`], [`devices`],
 //! [`namespaces`] (and the pod sysctls), [`resources`] and
 //! [`annotations`]; [`signal`] resolves the stop signal. The few facts they
@@ -16,7 +16,7 @@
 //! ```
 //! use std::path::Path;
 //! use berth_spec::{container_spec, CgroupFeatures, CgroupView, ContainerInputs, ImageConfigView,
-//!                  OsHost, SandboxFiles, SandboxNamespaces, V1Hierarchy};
+//!                  LsmHost, OsHost, SandboxFiles, SandboxNamespaces, V1Hierarchy};
 //! use cri_api::v1::{ContainerConfig, PodSandboxConfig};
 //!
 //! let config = ContainerConfig { command: vec!["sleep".into(), "60".into()], ..Default::default() };
@@ -45,6 +45,7 @@
 //!     sandbox_files: SandboxFiles::default(),
 //!     host_oom_score_adj_floor: 0,
 //!     features: CgroupFeatures::default(),
+//!     lsm: &LsmHost::default(),
 //!     host: &OsHost,
 //! })?;
 //! assert_eq!(spec.hostname().as_deref(), Some("web-0"));
@@ -69,6 +70,7 @@ pub mod devices;
 pub mod error;
 pub mod host;
 pub mod image;
+pub mod lsm;
 pub mod mounts;
 pub mod namespaces;
 pub mod passwd;
@@ -91,6 +93,7 @@ pub use cgroup_mounts::{CgroupView, V1Hierarchy};
 pub use error::SpecError;
 pub use host::{HostLookup, OsHost};
 pub use image::ImageConfigView;
+pub use lsm::{AppArmorHost, LsmHost};
 pub use namespaces::SandboxNamespaces;
 pub use resources::{cpu_shares_to_weight, CgroupFeatures};
 pub use signal::stop_signal;
@@ -124,6 +127,8 @@ pub struct ContainerInputs<'a> {
     /// berthd's own `oom_score_adj`: containers never get a lower one.
     pub host_oom_score_adj_floor: i32,
     pub features: CgroupFeatures,
+    /// The host's AppArmor and SELinux, as berthd found them at start-up.
+    pub lsm: &'a LsmHost,
     pub host: &'a dyn HostLookup,
 }
 
@@ -137,6 +142,13 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let settings = security::security_settings(security, inputs.sandbox_config)?;
     let capability_set = capabilities::capability_set(security, inputs.host.capability_mask())?;
     let seccomp = seccomp::container_seccomp(security, &capability_set, inputs.host)?;
+    let apparmor_profile =
+        lsm::container_apparmor_profile(security, &inputs.lsm.apparmor, inputs.host)?;
+    lsm::check_selinux_options(
+        security.and_then(|security| security.selinux_options.as_ref()),
+        "selinux_options",
+        inputs.lsm.selinux,
+    )?;
     let hostname = pod_hostname(inputs);
 
     let mut process = Process::default();
@@ -160,7 +172,7 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         // No rlimits: the container inherits the shim's, as with containerd.
         .set_rlimits(None)
         .set_no_new_privileges(settings.no_new_privileges)
-        .set_apparmor_profile(None)
+        .set_apparmor_profile(apparmor_profile)
         .set_oom_score_adj(resources::oom_score_adj(
             resources,
             inputs.host_oom_score_adj_floor,

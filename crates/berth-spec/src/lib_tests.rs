@@ -283,6 +283,7 @@ fn host_network_pod_has_no_pod_hostname_and_no_net_sysctls() {
         sandbox_files: files(),
         host_oom_score_adj_floor: 0,
         features: CgroupFeatures::default(),
+        lsm: &NO_LSM,
         host: &host(),
     })
     .unwrap();
@@ -384,6 +385,7 @@ fn a_userns_pod_container_joins_its_user_namespace_with_its_mappings() {
         sandbox_files: files(),
         host_oom_score_adj_floor: 0,
         features: CgroupFeatures::default(),
+        lsm: &NO_LSM,
         host: &host,
     };
     let pinned = SandboxNamespaces {

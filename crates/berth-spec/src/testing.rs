@@ -15,12 +15,15 @@ pub struct FakeHost {
     pub devices: HashMap<PathBuf, Vec<HostDevice>>,
     pub profiles: HashMap<PathBuf, String>,
     pub hostname: String,
+    /// Loaded AppArmor profiles; `None`: the list cannot be read.
+    pub apparmor_profiles: Option<Vec<String>>,
 }
 
 impl FakeHost {
     pub fn new() -> Self {
         Self {
             hostname: "node-1".into(),
+            apparmor_profiles: Some(Vec::new()),
             ..Default::default()
         }
     }
@@ -52,6 +55,14 @@ impl FakeHost {
     /// A directory `dir` holding the given device nodes.
     pub fn with_device_dir(mut self, dir: &str, devices: Vec<HostDevice>) -> Self {
         self.devices.insert(dir.into(), devices);
+        self
+    }
+
+    /// The kernel has the AppArmor profile `name` loaded.
+    pub fn with_apparmor_profile(mut self, name: &str) -> Self {
+        self.apparmor_profiles
+            .get_or_insert_with(Vec::new)
+            .push(name.into());
         self
     }
 
@@ -100,5 +111,12 @@ impl HostLookup for FakeHost {
 
     fn hostname(&self) -> io::Result<String> {
         Ok(self.hostname.clone())
+    }
+
+    fn apparmor_profile_loaded(&self, name: &str) -> io::Result<bool> {
+        match &self.apparmor_profiles {
+            Some(loaded) => Ok(loaded.iter().any(|profile| profile == name)),
+            None => Err(io::Error::new(io::ErrorKind::PermissionDenied, "denied")),
+        }
     }
 }

@@ -102,7 +102,14 @@ fn open_context(
     let features = HostFeatures::detect(cgroupfs.layout());
     tracing::info!(layout = ?cgroupfs.layout(), ?features, "cgroups");
     let kernel = crate::kernel_features::KernelFeatures::probe();
-    let sandboxes = Arc::new(open_sandboxes(&config, cgroup_driver, &cgroupfs, &kernel)?);
+    let lsm = crate::lsm::probe_and_load();
+    let sandboxes = Arc::new(open_sandboxes(
+        &config,
+        cgroup_driver,
+        &cgroupfs,
+        &kernel,
+        lsm,
+    )?);
     let containers = Arc::new(ContainerManager {
         store: ContainerStore::open(&StateLayout::new(&config.state_dir).containers())
             .map_err(|err| DaemonError::Startup(format!("containers: {err}")))?,
@@ -190,6 +197,7 @@ fn open_sandboxes(
     driver: Driver,
     cgroupfs: &Arc<CgroupfsManager>,
     kernel: &crate::kernel_features::KernelFeatures,
+    lsm: berth_spec::LsmHost,
 ) -> Result<SandboxManager, DaemonError> {
     let startup =
         |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
@@ -231,6 +239,7 @@ fn open_sandboxes(
         runtime_handlers: config.runtime_handlers.clone(),
         cgroup_lock: std::sync::Mutex::new(()),
         user_namespaces: kernel.user_namespaces,
+        lsm,
         pod_cidr: RwLock::new(None),
     })
 }

@@ -20,6 +20,7 @@ pub mod kernel_features;
 pub mod layout;
 pub mod listener;
 pub mod logging;
+pub mod lsm;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;

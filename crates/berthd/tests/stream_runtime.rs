@@ -135,6 +135,7 @@ impl Runtime {
             cgroup_lock: std::sync::Mutex::new(()),
             runtime_handlers: vec![],
             user_namespaces: false,
+            lsm: berth_spec::LsmHost::default(),
             pod_cidr: std::sync::RwLock::new(None),
         });
         let containers = Arc::new(ContainerManager {

@@ -396,6 +396,7 @@ impl ContainerManager {
             sandbox_files: sandbox_files(c.sandbox),
             host_oom_score_adj_floor: crate::sandbox::process::own_oom_score_adj(),
             features: self.features,
+            lsm: &self.sandboxes.lsm,
             host: &OsHost,
         };
         let mut spec = berth_spec::container_spec(&inputs)?;

@@ -56,6 +56,10 @@ pub enum SandboxError {
     SysctlRefused { stderr: String },
     #[error(transparent)]
     UserNamespace(#[from] berth_spec::userns::UsernsError),
+    /// An AppArmor profile or SELinux label the pod asks for that berth
+    /// cannot give it here (see `berth_spec::lsm`).
+    #[error("linux.security_context: {0}")]
+    SecurityModule(#[source] berth_spec::SpecError),
     #[error("namespace_options.userns_options mode POD: this host cannot run pods in a user namespace (it needs user namespaces and Linux 5.19 or later for idmapped overlay mounts)")]
     UserNamespacesUnsupported,
     #[error("cannot run {binary}: {source}")]

@@ -42,6 +42,7 @@ pub(crate) fn fixture() -> Fixture {
         cgroup_lock: std::sync::Mutex::new(()),
         runtime_handlers: vec![],
         user_namespaces: true,
+        lsm: berth_spec::LsmHost::default(),
         pod_cidr: std::sync::RwLock::new(None),
     };
     Fixture {

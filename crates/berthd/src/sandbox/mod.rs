@@ -48,6 +48,9 @@ pub struct SandboxManager {
     /// Whether this host can run pods in a user namespace (see
     /// `berth_spec::userns::kernel_supports_userns`).
     pub user_namespaces: bool,
+    /// The host's AppArmor (and berth's default profile) and SELinux,
+    /// found at start-up (`crate::lsm`); containers' specs use it too.
+    pub lsm: berth_spec::LsmHost,
     /// The pod CIDR from UpdateRuntimeConfig, passed to CNI as `ipRanges`.
     pub pod_cidr: RwLock<Option<String>>,
 }

@@ -88,6 +88,12 @@ impl SandboxManager {
                 handler: runtime_handler.to_string(),
             });
         }
+        let security = config
+            .linux
+            .as_ref()
+            .and_then(|linux| linux.security_context.as_ref());
+        berth_spec::lsm::check_sandbox(security, &self.lsm, &berth_spec::OsHost)
+            .map_err(SandboxError::SecurityModule)?;
         let id =
             crate::ids::new_id().map_err(|err| SandboxError::io("generating a sandbox id", err))?;
         let name_key = format!(

@@ -33,7 +33,8 @@ impl From<ContainerError> for Status {
             | ImageNotFound { .. }
             | ImageVolumeNotFound { .. }
             | TargetNotFound { .. } => Code::NotFound,
-            AmbiguousId(_) | Spec(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
+            Spec(inner) => spec_code(inner),
+            AmbiguousId(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
             NameReserved { .. } => Code::AlreadyExists,
             CreateTimedOut { .. } | CheckpointTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
@@ -91,6 +92,7 @@ fn sandbox_code(err: &SandboxError) -> Code {
     use SandboxError::*;
     match err {
         NotFound { .. } => Code::NotFound,
+        SecurityModule(inner) => spec_code(inner),
         AmbiguousId(_)
         | UnknownRuntimeHandler { .. }
         | CgroupParentName(_)
@@ -116,6 +118,21 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | Io { .. }
         | State(_)
         | Intent(_) => Code::Internal,
+    }
+}
+
+/// A spec the request cannot have is its fault, but for the security
+/// modules: a profile this node has not loaded, or a kernel without
+/// AppArmor, is the node's state (containerd's "apparmor is not
+/// supported" is Unknown; kubelet shows the message either way).
+fn spec_code(err: &berth_spec::SpecError) -> Code {
+    use berth_spec::SpecError;
+    match err {
+        SpecError::AppArmorNotEnabled(_)
+        | SpecError::AppArmorProfileNotLoaded(_)
+        | SpecError::AppArmorDefaultProfile { .. } => Code::FailedPrecondition,
+        SpecError::AppArmorProfiles { .. } => Code::Internal,
+        _ => Code::InvalidArgument,
     }
 }
 
