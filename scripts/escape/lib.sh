@@ -69,7 +69,12 @@ PY
 in_ctr() {
   local id="$1"
   shift
-  cri exec -s "$id" sh -c '"$@" 2>&1; echo "exit: $?"' sh "$@" 2>&1
+  cri exec -s "$id" sh -c '"$@" 2>&1; s=$?; echo; echo "exit: $s"' sh "$@" 2>&1
+}
+
+# ctr_says ID CMD...: what CMD printed in the container, nothing more.
+ctr_says() {
+  in_ctr "$@" | sed -e '$d' | sed -e '${/^$/d}'
 }
 
 # printed OUTPUT KEY: the value escape-probe printed for KEY ("open",

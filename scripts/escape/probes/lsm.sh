@@ -70,9 +70,9 @@ probe_lsm_apparmor() {
     return
   }
   check "apparmor: a RuntimeDefault container's process runs as berth-default" "berth-default (enforce)" \
-    "$(in_ctr "$ctr" sh -c 'cat /proc/$(pidof sleep)/attr/current' | tr -d '\0')"
+    "$(ctr_says "$ctr" sh -c 'cat /proc/$(pidof sleep)/attr/current' | tr -d '\0')"
   check "apparmor: an exec in it runs as berth-default too" "berth-default (enforce)" \
-    "$(in_ctr "$ctr" cat /proc/self/attr/current | tr -d '\0')"
+    "$(ctr_says "$ctr" cat /proc/self/attr/current | tr -d '\0')"
   create_refused "apparmor: a Localhost profile that is not loaded is refused, naming it" \
     lsm lsm-missing '{"linux": {"security_context": {"apparmor": {"profile_type": 2, "localhost_ref": "berth-escape-not-loaded"}}}}' \
     berth-escape-not-loaded
@@ -94,21 +94,19 @@ probe_lsm_apparmor() {
     return
   }
   check "apparmor: a default container may write the planted file" ok \
-    "$(probe_line "$(in_ctr "$ctr" escape-probe open /tmp/escape/planted w)" open)"
+    "$(printed "$(in_ctr "$ctr" escape-probe open /tmp/escape/planted w)" open)"
   ctr="$(ctr_start lsm lsm-deny "{$mount, \"linux\": {\"security_context\": {\"apparmor\": {\"profile_type\": 2, \"localhost_ref\": \"$LSM_DENY_PROFILE\"}}}}")" || {
     fail lsm-apparmor "cannot start a container with Localhost profile $LSM_DENY_PROFILE"
     return
   }
-  # Through sh, exiting 0: crictl exec -s prints no stdout for a command
-  # that exits non-zero, as escape-probe does when its open is refused.
   local out
-  out="$(in_ctr "$ctr" sh -c 'escape-probe open /tmp/escape/planted w; true')"
-  if [[ "$(probe_line "$out" open)" == EACCES ]]; then
+  out="$(in_ctr "$ctr" escape-probe open /tmp/escape/planted w)"
+  if [[ "$(printed "$out" open)" == EACCES ]]; then
     pass "apparmor: a Localhost profile denies the write it names"
   else
     fail "apparmor: a Localhost profile denies the write it names" \
       "want 'open: EACCES', got: $(tr '\n' ' ' <<<"$out")"
   fi
   check "apparmor: the Localhost container runs as $LSM_DENY_PROFILE" "$LSM_DENY_PROFILE (enforce)" \
-    "$(in_ctr "$ctr" cat /proc/self/attr/current | tr -d '\0')"
+    "$(ctr_says "$ctr" cat /proc/self/attr/current | tr -d '\0')"
 }
