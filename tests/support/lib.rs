@@ -149,7 +149,13 @@ impl Berthd {
 
     pub fn start_in(sandbox: Sandbox, config: &Path) -> Self {
         let log = sandbox.dir.path().join("berthd.log");
-        let log_file = std::fs::File::create(&log).expect("log file");
+        // Appended, not truncated: a restart must not hide why the berthd
+        // before it exited.
+        let log_file = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
         let child = sandbox
             .command(config)
             .arg("--log-level")
