@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what berth's build, tests and conformance run need, only when missing.
-# Debian packages via apt-get; crictl and critest pinned to cri-tools v1.36.0.
+# Installs what berth's tests and conformance run need, only when missing:
+# what the run command needs (scripts/install-run-deps.sh), then the test
+# bench's Debian packages via apt-get; crictl and critest pinned to
+# cri-tools v1.36.0.
 set -euo pipefail
 
 CRI_TOOLS_VERSION="${CRI_TOOLS_VERSION:-v1.36.0}"
@@ -21,6 +23,8 @@ APT_PACKAGES=(
 )
 
 log() { echo "install-deps: $*" >&2; }
+
+bash "$(dirname "$0")/install-run-deps.sh"
 
 # shellcheck source=lib/apt.sh
 source "$(dirname "$0")/lib/apt.sh"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The run command: installs runtime dependencies, builds a release, and runs
+# The run command: installs what a node needs to build and run berth
+# (scripts/install-run-deps.sh, no test tools), builds a release
+# (scripts/build-release.sh: berthd, berth-shim, berth-pinns), and runs
 # berthd in the foreground with its defaults (/etc/berth/runtime-config.toml
 # if present). Extra arguments go to berthd, e.g. `scripts/run.sh --log-level debug`.
 set -euo pipefail
@@ -9,7 +11,7 @@ cd "$repo"
 source "$repo/scripts/lib/cni.sh"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/target}"
 
-bash scripts/install-deps.sh
+bash scripts/install-run-deps.sh
 
 # Pods need a CNI network. When the config dir has none, write a default:
 # a bridge with NAT to the outside, host ports (portmap), and a /16 so that
@@ -24,5 +26,5 @@ if ! ls "$cni_conf_dir" | grep -qE '\.(conf|conflist|json)$'; then
   write_bridge_network "$cni_conf_dir/10-berth.conflist" berth "$cni_bridge" "$cni_subnet"
 fi
 
-cargo build --release --locked -p berthd -p berth-pinns -p berth-shim
+bash scripts/build-release.sh
 exec "$CARGO_TARGET_DIR/release/berthd" "$@"

@@ -36,10 +36,14 @@ CRITEST_FOCUS='Streaming' \
   CRITEST_EXTRA_ARGS='--websocket-exec --websocket-attach --websocket-portforward' \
   bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"
 
-# The escape suite: a hostile workload against a berthd of its own; every
-# probe must find the way out closed (scripts/escape/, README).
-echo "== escape suite" >&2
-bash scripts/escape.sh "$CARGO_TARGET_DIR/debug/berthd"
+# The run command's build (scripts/build-release.sh, as scripts/run.sh
+# does it), then the escape suite against that berthd: a hostile workload
+# creating, starting, exec'ing into and removing containers; every probe
+# must find the way out closed (scripts/escape/, README).
+echo "== run command's build (release)" >&2
+bash scripts/build-release.sh
+echo "== escape suite (release build)" >&2
+bash scripts/escape.sh "$CARGO_TARGET_DIR/release/berthd"
 
 # kubelet, kube-apiserver and kubectl v1.36.4 against berth: the scenarios
 # of scripts/k8s/scenarios/ on a one-node cluster on loopback (see README).
