@@ -40,6 +40,8 @@ source "$repo/scripts/lib/cni.sh"
 source "$repo/scripts/lib/berthd-config.sh"
 # shellcheck source=lib/mounts.sh
 source "$repo/scripts/lib/mounts.sh"
+# shellcheck source=lib/test-berthd.sh
+source "$repo/scripts/lib/test-berthd.sh"
 
 work="$(mktemp -d /tmp/berth-critest.XXXXXX)"
 # Searchable by all: a pod with a user namespace mounts its rootfs from
@@ -97,11 +99,7 @@ if ss -Hltn "sport = :${metrics_addr##*:}" | grep -q .; then
 fi
 
 log "starting the local registry and pushing the stand-in images"
-bash "$repo/scripts/registry.sh" start "$work/registry" >&2
-bash "$repo/scripts/images/build.sh" "$registry" >"$work/images.log" 2>&1 || {
-  tail -n 40 "$work/images.log" >&2
-  exit 1
-}
+push_test_images "$work" "$registry" || exit 1
 
 # A CNI network of its own, so /etc/cni/net.d is never touched.
 mkdir -p "$work/net.d"
@@ -119,12 +117,7 @@ state_tmpfs "$work/state"
 state_mounted=1
 
 log "starting berthd on $work/berth.sock"
-"$berthd" --config "$work/runtime-config.toml" --listen "$work/berth.sock" \
-  --root "$work/root" --state "$work/state" --log-level debug \
-  >"$work/berthd.log" 2>&1 &
-berthd_pid=$!
-for _ in $(seq 100); do [[ -S "$work/berth.sock" ]] && break; sleep 0.1; done
-[[ -S "$work/berth.sock" ]] || { cat "$work/berthd.log" >&2; log "berthd did not start"; exit 1; }
+start_test_berthd "$berthd" "$work" || exit 1
 
 # AppArmor is disabled in this kernel and SELinux is absent: those specs
 # cannot run here. Nothing else is skipped by us.

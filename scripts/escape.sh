@@ -29,6 +29,8 @@ source "$repo/scripts/lib/cni.sh"
 source "$repo/scripts/lib/berthd-config.sh"
 # shellcheck source=lib/mounts.sh
 source "$repo/scripts/lib/mounts.sh"
+# shellcheck source=lib/test-berthd.sh
+source "$repo/scripts/lib/test-berthd.sh"
 
 work="$(mktemp -d /tmp/berth-escape.XXXXXX)"
 chmod 0711 "$work"
@@ -54,11 +56,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log "starting the local registry and pushing the test images"
-bash "$repo/scripts/registry.sh" start "$work/registry" >&2
-bash "$repo/scripts/images/build.sh" "$registry" >"$work/images.log" 2>&1 || {
-  tail -n 40 "$work/images.log" >&2
-  exit 1
-}
+push_test_images "$work" "$registry" || exit 1
 
 mkdir -p "$work/net.d"
 write_bridge_network "$work/net.d/10-berth-escape.conflist" berth-escape berth-esc0 \
@@ -68,12 +66,7 @@ state_tmpfs "$work/state"
 state_mounted=1
 
 log "starting berthd on $work/berth.sock"
-"$berthd" --config "$work/runtime-config.toml" --listen "$work/berth.sock" \
-  --root "$work/root" --state "$work/state" --log-level debug \
-  >"$work/berthd.log" 2>&1 &
-berthd_pid=$!
-for _ in $(seq 100); do [[ -S "$work/berth.sock" ]] && break; sleep 0.1; done
-[[ -S "$work/berth.sock" ]] || { cat "$work/berthd.log" >&2; log "berthd did not start"; exit 1; }
+start_test_berthd "$berthd" "$work" || exit 1
 
 ESCAPE_DRIVER=cgroupfs ESCAPE_STATE_DIRS="$work/root $work/state" \
   bash "$repo/scripts/escape/suite.sh" "$work/suite" "$work/berth.sock"
