@@ -16,8 +16,6 @@ APT_PACKAGES=(
   iproute2 iptables            # netns, veth, portmap
   busybox gcc libc6-dev        # stand-in image contents
   libseccomp-dev pkg-config    # libcontainer's seccomp support (berth-shim)
-  libelf-dev zlib1g-dev make   # libbpf, built by libbpf-sys for the v2 device filter
-                               # (build only: the binaries link no libelf or libz)
   jq curl psmisc
   qemu-system-x86 qemu-utils   # the VM harness's guest (scripts/vm/)
   mmdebstrap e2fsprogs         # its disk image: rootfs dir, mkfs.ext4 -d
