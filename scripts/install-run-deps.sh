@@ -8,6 +8,8 @@ set -euo pipefail
 APT_PACKAGES=(
   gcc libc6-dev pkg-config     # build scripts of native crates
   libseccomp-dev               # libcontainer's seccomp support (berth-shim)
+  libelf-dev zlib1g-dev make   # libbpf, which libbpf-sys builds for the v2 device
+                               # filter (build only: no libelf or libz is linked)
   containernetworking-plugins  # CNI plugins (bridge, host-local, portmap, ...)
   iproute2 iptables            # netns, veth, NAT and host ports
   criu                         # CheckpointContainer (see README "Checkpoints")

@@ -35,7 +35,7 @@ impl FakeManager {
     }
 
     /// Makes every later call of `op` (`"ensure_parent"`, `"create"`,
-    /// `"add_process"`, `"remove"`, `"update"`) fail, so callers' undo paths
+    /// `"add_process"`, `"remove"`, `"update"`, `"restrict_devices"`) fail, so callers' undo paths
     /// can be tested.
     pub fn fail(&self, op: &'static str) {
         self.lock().failing.insert(op);
@@ -155,6 +155,16 @@ impl CgroupManager for FakeManager {
         Ok(crate::stats::StatsDirs::V2 {
             dir: std::path::Path::new("/fake").join(rel),
         })
+    }
+
+    fn restrict_devices(
+        &self,
+        path: &str,
+        _policy: &crate::devices::DevicePolicy,
+    ) -> Result<(), CgroupError> {
+        self.injected("restrict_devices", path)?;
+        self.lock().calls.push(format!("restrict_devices {path}"));
+        Ok(())
     }
 
     fn update(&self, path: &str, _update: &crate::ResourceUpdate) -> Result<(), CgroupError> {

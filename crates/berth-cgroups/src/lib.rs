@@ -14,8 +14,13 @@
 //!   [`systemd_resources`]: resource updates as unit properties.
 //! - [`host`]: what the host's cgroups offer (v2, hugetlb, swap), read once.
 //! - [`prime`]: starting early the kernel's wait in a move between cgroups.
+//! - [`devices`]: a container's device policy (runc's defaults, the
+//!   spec's rules) as an eBPF program, v1 rules and systemd properties.
+//!   Pure; [`device_filter`] makes the kernel calls.
 //! - [`fake`]: an in-memory [`CgroupManager`] for unit tests.
 
+pub mod device_filter;
+pub mod devices;
 pub mod fake;
 pub mod host;
 pub mod manager;
@@ -27,6 +32,7 @@ pub mod systemd_resources;
 pub mod tracker;
 pub mod update;
 
+pub use devices::DevicePolicy;
 pub use host::HostFeatures;
 pub use manager::{CgroupError, CgroupManager, CgroupfsManager, Layout};
 pub use naming::{

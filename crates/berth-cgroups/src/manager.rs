@@ -85,6 +85,13 @@ pub enum CgroupError {
     /// A cgroup file did not hold what the kernel writes there.
     #[error("unexpected line {line:?} in {}", file.display())]
     Parse { file: PathBuf, line: String },
+    /// The container's device policy could not be put into its cgroup.
+    #[error("device filter of cgroup {path}: {source}")]
+    DeviceFilter {
+        path: String,
+        #[source]
+        source: crate::device_filter::DeviceFilterError,
+    },
     /// systemd refused, failed or was too slow to start or stop a unit.
     #[error("systemd unit {unit}: {message}")]
     Systemd { unit: String, message: String },
@@ -156,6 +163,17 @@ pub trait CgroupManager: Send + Sync {
     /// Applies `update` to the existing cgroup `path` (a running
     /// container's: UpdateContainerResources).
     fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError>;
+
+    /// Puts `policy` into the existing cgroup `path` of a created container,
+    /// after libcontainer applied its own device rules and before the
+    /// container starts. Never widens what is there: on v2 it adds an eBPF
+    /// program next to the others; on v1 it rewrites the devices files, so
+    /// libcontainer's wider defaults (`/dev/console`) go.
+    fn restrict_devices(
+        &self,
+        path: &str,
+        policy: &crate::devices::DevicePolicy,
+    ) -> Result<(), CgroupError>;
 
     /// Starts the grace period the next move of a process between cgroups
     /// waits for ([`crate::prime`]). Blocks for up to that grace period;
@@ -519,6 +537,36 @@ impl CgroupManager for CgroupfsManager {
 
     fn update(&self, path: &str, update: &crate::ResourceUpdate) -> Result<(), CgroupError> {
         self.update_files(path, update)
+    }
+
+    fn restrict_devices(
+        &self,
+        path: &str,
+        policy: &crate::devices::DevicePolicy,
+    ) -> Result<(), CgroupError> {
+        let rel = relative_non_root(path)?;
+        let failed = |source| CgroupError::DeviceFilter {
+            path: path.to_string(),
+            source,
+        };
+        if self.layout == Layout::Unified {
+            let dir = Path::new(CGROUP_ROOT).join(&rel);
+            return crate::device_filter::attach_program(&dir, policy).map_err(failed);
+        }
+        // v1 and hybrid: containers' devices controller is a v1 one (the
+        // hybrid unified hierarchy has no container dir).
+        let dir = self
+            .load(&rel)
+            .subsystems()
+            .iter()
+            .find(|sub| sub.controller_name() == "devices")
+            .map(|sub| sub.to_controller().path().to_path_buf())
+            .filter(|dir| dir.is_dir())
+            .ok_or_else(|| CgroupError::NotFound {
+                path: path.to_string(),
+                dir: Path::new(CGROUP_ROOT).join("devices").join(&rel),
+            })?;
+        crate::device_filter::write_v1(&dir, policy).map_err(failed)
     }
 }
 

@@ -56,6 +56,9 @@ pub enum UnitProperty {
     /// A byte array (`ay`), e.g. a CPU bitmask.
     Bytes(&'static str, Vec<u8>),
     Pids(Vec<u32>),
+    /// `DeviceAllow` (`a(ss)`): (device, access) pairs; an empty list
+    /// clears the unit's.
+    DeviceAllow(Vec<(String, String)>),
 }
 
 /// The systemd manager calls berth makes; a trait so the driver's rules are
@@ -143,6 +146,7 @@ fn dbus_values(props: &[UnitProperty]) -> Vec<(&'static str, Value<'_>)> {
             UnitProperty::U64(key, value) => (*key, Value::from(*value)),
             UnitProperty::Bytes(key, value) => (*key, Value::from(value.clone())),
             UnitProperty::Pids(pids) => ("PIDs", Value::from(pids.clone())),
+            UnitProperty::DeviceAllow(allow) => ("DeviceAllow", Value::from(allow.clone())),
         })
         .collect()
 }
@@ -433,6 +437,27 @@ impl CgroupManager for SystemdManager {
                 .map_err(|err| Self::systemd_error(&unit, err))?;
         }
         self.fs.update(path, update)
+    }
+
+    /// On v2 the container's scope gets `DevicePolicy=`/`DeviceAllow=`, so
+    /// systemd's own filter (kept across a daemon-reload) agrees with the
+    /// eBPF program the cgroupfs side attaches, which holds the exact
+    /// rules. On v1 hosts a container's cgroups are plain dirs in its pod's
+    /// slice (libcontainer's systemd support is v2 only): no unit to set.
+    fn restrict_devices(
+        &self,
+        path: &str,
+        policy: &crate::devices::DevicePolicy,
+    ) -> Result<(), CgroupError> {
+        if self.fs.layout() == Layout::Unified {
+            let unit = unit_of(path)?;
+            if unit.ends_with(".scope") {
+                self.bus
+                    .set_unit_properties(&unit, &policy.systemd_properties())
+                    .map_err(|err| Self::systemd_error(&unit, err))?;
+            }
+        }
+        self.fs.restrict_devices(path, policy)
     }
 }
 

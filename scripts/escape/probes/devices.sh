@@ -110,3 +110,39 @@ probe_devices_granted() {
     pass "device: container given ${disk[0]} read-only cannot open it for writing"
   fi
 }
+
+# A running container's filter must hold after what rewrites cgroups: an
+# UpdateContainerResources (systemd unit properties or cgroup files), and
+# under systemd a daemon-reload (systemd re-applies every unit's
+# properties and its own device programs).
+probe_devices_kept() {
+  local disk ctr
+  read -r -a disk < <(host_block_device) || return
+  ctr="$(ctr_start default devices-kept)" || {
+    fail devices-kept "cannot start a default container"
+    return
+  }
+  cri update --memory $((256 << 20)) --cpu-share 512 "$ctr" >/dev/null || {
+    fail devices-kept "crictl update failed"
+    return
+  }
+  mknod_denied "device: after crictl update, default container cannot open the host's ${disk[0]}" \
+    "$ctr" b "${disk[1]}" "${disk[2]}" r
+  if host_opens /dev/console; then
+    mknod_denied "device: after crictl update, default container cannot open /dev/console" \
+      "$ctr" c 5 1 r
+  fi
+  [[ "${ESCAPE_DRIVER:-}" == systemd ]] || return 0
+  systemctl daemon-reload || {
+    fail devices-kept "systemctl daemon-reload failed"
+    return
+  }
+  mknod_denied "device: after daemon-reload, default container cannot open the host's ${disk[0]}" \
+    "$ctr" b "${disk[1]}" "${disk[2]}" r
+  if host_opens /dev/console; then
+    mknod_denied "device: after daemon-reload, default container cannot open /dev/console" \
+      "$ctr" c 5 1 r
+  fi
+  mknod_allowed "device: after daemon-reload, default container can open a /dev/null it makes" \
+    "$ctr" c 1 3 rw
+}

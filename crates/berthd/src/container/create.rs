@@ -58,6 +58,8 @@ struct SpecOutcome {
     cgroup_dirs: Vec<PathBuf>,
     log_path: Option<PathBuf>,
     stop_signal: i32,
+    /// What the container may do with devices, from the spec's rules.
+    device_policy: berth_cgroups::DevicePolicy,
 }
 
 /// What a failed create has to undo.
@@ -239,6 +241,12 @@ impl ContainerManager {
                 trim_mounts: self.trim_mounts.as_deref(),
             })
             .await?;
+        // libcontainer has applied its device rules (whose defaults allow
+        // /dev/console); the container runs nothing of its own before
+        // StartContainer. Without its filter it must not start: the undo
+        // stops the shim.
+        self.restrict_devices(c.id, &location.path, spec.device_policy)
+            .await?;
         let record = ContainerRecord {
             format: crate::state_store::RECORD_FORMAT,
             id: c.id.to_string(),
@@ -404,6 +412,19 @@ impl ContainerManager {
         if let Some(userns) = c.sandbox.namespaces.get("user") {
             self.idmap_binds(&mut spec, c, dirs, rootfs, userns)?;
         }
+        let device_rules = spec
+            .linux()
+            .as_ref()
+            .and_then(|linux| linux.resources().as_ref())
+            .and_then(|resources| resources.devices().clone())
+            .unwrap_or_default();
+        let device_policy =
+            berth_cgroups::DevicePolicy::for_container(&device_rules).map_err(|source| {
+                ContainerError::DeviceRules {
+                    id: c.id.to_string(),
+                    source,
+                }
+            })?;
         let json = serde_json::to_vec(&spec)
             .map_err(|err| ContainerError::WriteSpec(oci_spec::OciSpecError::SerDe(err)))?;
         // 0600: the spec carries the container's env.
@@ -436,7 +457,30 @@ impl ContainerManager {
             log_path,
             stop_signal: berth_spec::stop_signal(c.config, &image_view)
                 .unwrap_or(Signal::SIGTERM as i32),
+            device_policy,
         })
+    }
+
+    /// Puts `policy` into the created container's cgroup `path` (eBPF on
+    /// v2, the devices files on v1, the scope's properties under systemd).
+    async fn restrict_devices(
+        &self,
+        id: &str,
+        path: &str,
+        policy: berth_cgroups::DevicePolicy,
+    ) -> Result<(), ContainerError> {
+        let cgroups = self.cgroups.clone();
+        let path = path.to_string();
+        tokio::task::spawn_blocking(move || cgroups.restrict_devices(&path, &policy))
+            .await
+            .map_err(|source| ContainerError::Task {
+                what: "device filter task",
+                source,
+            })?
+            .map_err(|source| ContainerError::DeviceFilter {
+                id: id.to_string(),
+                source: Box::new(source),
+            })
     }
 
     /// In a pod with its own user namespace: the spec's binds of host

@@ -96,6 +96,19 @@ pub enum ContainerError {
     /// CRIU's dump failed; the message ends with CRIU's own error lines.
     #[error("checkpointing container {id}: {message}")]
     CheckpointFailed { id: String, message: String },
+    /// The spec's device rules cannot be enforced by a device cgroup.
+    #[error("container {id}: {source}")]
+    DeviceRules {
+        id: String,
+        source: berth_cgroups::devices::DeviceRuleError,
+    },
+    /// The container's cgroup could not be given its device policy: the
+    /// container must not run without it.
+    #[error("container {id}: cannot restrict its devices: {source}")]
+    DeviceFilter {
+        id: String,
+        source: Box<CgroupError>,
+    },
     #[error("updating container {id}: {source}")]
     UpdateRefused {
         id: String,

@@ -871,3 +871,47 @@ async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes
     assert!(matches!(err, ContainerError::ImageNotFound { .. }), "{err}");
     assert!(err.to_string().contains(IMAGE), "{err}");
 }
+
+#[tokio::test]
+async fn a_container_whose_devices_cannot_be_restricted_is_not_kept() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    f.pods.cgroups.fail("restrict_devices");
+    let err = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ContainerError::DeviceFilter { .. }), "{err}");
+    assert!(
+        err.to_string().contains("cannot restrict its devices"),
+        "{err}"
+    );
+    // The shim made the container: it is killed and shut down, as after any
+    // later step's failure.
+    let entries = f.journal.entries();
+    assert!(
+        entries.contains(&"kill Number(9) all=true".to_string())
+            && entries.contains(&"shutdown shim".to_string()),
+        "{entries:?}"
+    );
+    assert_no_trace(&f, "restrict devices");
+}
+
+#[tokio::test]
+async fn every_created_container_gets_its_device_filter() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    let record = f.manager.store.published(&id).expect("id").expect("record");
+    let wanted = format!("restrict_devices {}", record.cgroup_dir());
+    assert!(
+        f.pods.cgroups.calls().contains(&wanted),
+        "{:?}",
+        f.pods.cgroups.calls()
+    );
+}

@@ -34,7 +34,9 @@ impl From<ContainerError> for Status {
             | ImageVolumeNotFound { .. }
             | TargetNotFound { .. } => Code::NotFound,
             Spec(inner) => spec_code(inner),
-            AmbiguousId(_) | CgroupName(_) | ImageSubPath { .. } => Code::InvalidArgument,
+            AmbiguousId(_) | CgroupName(_) | ImageSubPath { .. } | DeviceRules { .. } => {
+                Code::InvalidArgument
+            }
             NameReserved { .. } => Code::AlreadyExists,
             CreateTimedOut { .. } | CheckpointTimedOut { .. } => Code::DeadlineExceeded,
             // The container cannot be made, started or changed as asked in
@@ -58,6 +60,7 @@ impl From<ContainerError> for Status {
             | ImageStore(_)
             | Rootfs(_)
             | Cgroup(_)
+            | DeviceFilter { .. }
             | WriteSpec(_)
             | Io { .. }
             | State(_)
