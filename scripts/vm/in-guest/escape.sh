@@ -20,7 +20,7 @@ for driver in systemd cgroupfs; do
     status=1
     continue
   }
-  ESCAPE_DRIVER="$driver" ESCAPE_STATE_DIRS="$dir/root $dir/state" \
+  ESCAPE_DRIVER="$driver" ESCAPE_STATE_DIRS="$dir/root $dir/state" ESCAPE_BIN_DIR="$bin" \
     bash "$suite" "$dir/suite" "$dir/berth.sock" || status=1
   bash "$here/berthd.sh" stop "$dir"
 done
