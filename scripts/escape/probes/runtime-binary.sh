@@ -37,6 +37,8 @@ exe_handles_judge() {
     fail "$name" "a handle names the host's $binary ($host) through a writable mount: ${writable[*]}"
   else
     pass "$name"
+    # The evidence: what the handles were and what they answered.
+    grep -E '^(handle|denied): ' <<<"$out" | sed 's/^/  /'
   fi
 }
 
