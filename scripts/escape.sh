@@ -7,6 +7,10 @@
 #
 #   scripts/escape.sh BERTHD_BINARY
 #
+# berthd runs from a scratch copy of BERTHD_BINARY's dir (berthd,
+# berth-shim, berth-pinns): the runtime binary probes take handles on the
+# helpers, so whatever they could reach is a copy (ESCAPE_BIN_DIR).
+#
 # Environment: ESCAPE_REGISTRY_PORT (local registry port, default 5000),
 # ESCAPE_FOCUS (a regexp: only matching probes), ESCAPE_KEEP=1 keeps the
 # work dir (berthd.log, the probes' configs).
@@ -58,6 +62,11 @@ trap 'exit 130' INT TERM
 log "starting the local registry and pushing the test images"
 push_test_images "$work" "$registry" || exit 1
 
+mkdir -p "$work/bin"
+for binary in berthd berth-shim berth-pinns; do
+  cp "$(dirname "$berthd")/$binary" "$work/bin/$binary"
+done
+
 mkdir -p "$work/net.d"
 write_bridge_network "$work/net.d/10-berth-escape.conflist" berth-escape berth-esc0 \
   10.91.0.0/24 "$work/cni-ipam"
@@ -66,7 +75,7 @@ state_tmpfs "$work/state"
 state_mounted=1
 
 log "starting berthd on $work/berth.sock"
-start_test_berthd "$berthd" "$work" || exit 1
+start_test_berthd "$work/bin/berthd" "$work" || exit 1
 
-ESCAPE_DRIVER=cgroupfs ESCAPE_STATE_DIRS="$work/root $work/state" \
+ESCAPE_DRIVER=cgroupfs ESCAPE_STATE_DIRS="$work/root $work/state" ESCAPE_BIN_DIR="$work/bin" \
   bash "$repo/scripts/escape/suite.sh" "$work/suite" "$work/berth.sock"

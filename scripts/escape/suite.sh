@@ -17,6 +17,8 @@
 #   ESCAPE_DRIVER      the cgroup driver berthd runs with (cgroupfs|systemd)
 #   ESCAPE_STATE_DIRS  berthd's root and state dirs, space separated
 #   ESCAPE_FOCUS       a regexp: only probes whose name matches run
+#   ESCAPE_BIN_DIR     the dir of the berthd under test and its helpers
+#                      (berth-shim, berth-pinns)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:?usage: suite.sh WORK_DIR SOCKET}"

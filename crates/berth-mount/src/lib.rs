@@ -1,8 +1,9 @@
 //! The new mount API calls nix does not wrap: a detached clone of a mounted
-//! tree (`open_tree(2)`), idmapping such a tree (`mount_setattr(2)`), and
-//! attaching it somewhere (`move_mount(2)`). berthd clones trees to idmap
-//! them; the shim clones a container's record dirs to put them back into a
-//! trimmed mount table.
+//! tree (`open_tree(2)`), idmapping such a tree or making it read-only
+//! (`mount_setattr(2)`), and attaching it somewhere (`move_mount(2)`).
+//! berthd clones trees to idmap them and runs its helpers from read-only
+//! clones of their binaries; the shim clones a container's record dirs to
+//! put them back into a trimmed mount table.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -35,14 +36,32 @@ pub fn clone_tree(path: &Path, recursive: bool) -> nix::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Makes the detached tree `tree` (from [`clone_tree`]) read-only: every
+/// open for writing through it fails with `EROFS`, whatever the file's
+/// mode.
+pub fn read_only_tree(tree: &OwnedFd) -> nix::Result<()> {
+    set_attr(tree, libc::MOUNT_ATTR_RDONLY, 0, false)
+}
+
 /// Idmaps the detached tree `tree` (from [`clone_tree`]) through the user
 /// namespace `userns`: the mounts below it too when `recursive`.
 pub fn idmap_tree(tree: &OwnedFd, userns: BorrowedFd<'_>, recursive: bool) -> nix::Result<()> {
+    set_attr(
+        tree,
+        libc::MOUNT_ATTR_IDMAP,
+        userns.as_raw_fd() as u64,
+        recursive,
+    )
+}
+
+/// `mount_setattr(2)` on the tree `tree` itself: sets the attributes
+/// `attr_set` (`userns_fd` for `MOUNT_ATTR_IDMAP`).
+fn set_attr(tree: &OwnedFd, attr_set: u64, userns_fd: u64, recursive: bool) -> nix::Result<()> {
     let attr = libc::mount_attr {
-        attr_set: libc::MOUNT_ATTR_IDMAP,
+        attr_set,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: userns.as_raw_fd() as u64,
+        userns_fd,
     };
     let recursive_flag = if recursive { libc::AT_RECURSIVE } else { 0 };
     let empty = c"";
@@ -89,6 +108,31 @@ mod tests {
         let path = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/a\0b"));
         assert_eq!(c_path(path), Err(Errno::EINVAL));
         assert_eq!(clone_tree(path, false).err(), Some(Errno::EINVAL));
+    }
+
+    #[test]
+    fn a_read_only_clone_of_a_file_refuses_writers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("binary");
+        std::fs::write(&file, b"x").expect("write");
+        let tree = match clone_tree(&file, false) {
+            Ok(tree) => tree,
+            // Cloning needs CAP_SYS_ADMIN: nothing to check without it.
+            Err(Errno::EPERM) => return,
+            Err(err) => panic!("clone_tree: {err}"),
+        };
+        read_only_tree(&tree).expect("read_only_tree");
+        let through = format!("/proc/self/fd/{}", tree.as_raw_fd());
+        let err = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&through)
+            .expect_err("a write open through the read-only clone");
+        assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+        assert_eq!(std::fs::read(&through).expect("read"), b"x");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .expect("the file itself stays writable");
     }
 
     #[test]

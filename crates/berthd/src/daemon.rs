@@ -25,6 +25,7 @@ use crate::config::{Config, ConfigSource};
 use crate::container::host::{CriuBinary, OverlayMounts, ShimProcesses};
 use crate::container::store::ContainerStore;
 use crate::container::ContainerManager;
+use crate::helper_binary::{HelperBinary, HostViews};
 use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
 use crate::root_lock::{RootLock, RootLockError};
@@ -52,6 +53,8 @@ pub enum DaemonError {
     ImageStore(#[from] berth_image::store::StoreError),
     #[error(transparent)]
     RootLock(#[from] RootLockError),
+    #[error(transparent)]
+    HelperBinary(#[from] crate::helper_binary::HelperBinaryError),
     #[error("start-up: {0}")]
     Startup(String),
     #[error("cannot create directory {path}: {source}")]
@@ -118,7 +121,7 @@ fn open_context(
         layers_dir: layout.containers(),
         runtime_root: StateLayout::new(&config.state_dir).runtime_root(),
         shims_dir: StateLayout::new(&config.state_dir).shims(),
-        shim: helper_binary("berth-shim"),
+        shim: helper_binary("berth-shim")?,
         shims: Arc::new(ShimProcesses),
         mounts: Arc::new(OverlayMounts),
         // Container cgroups are read and updated as files under either
@@ -233,7 +236,7 @@ fn open_sandboxes(
             config.cni.bin_dirs.clone(),
         )),
         namespaces: Arc::new(Pinns {
-            binary: helper_binary("berth-pinns"),
+            binary: helper_binary("berth-pinns")?,
         }),
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
         runtime_handlers: config.runtime_handlers.clone(),
@@ -244,12 +247,17 @@ fn open_sandboxes(
     })
 }
 
-/// A helper binary installed next to berthd.
-fn helper_binary(name: &str) -> PathBuf {
-    std::env::current_exe()
+/// A helper binary installed next to berthd, behind a view no container
+/// can write through (`helper_binary.rs`); berthd does not start without
+/// one.
+fn helper_binary(name: &str) -> Result<HelperBinary, DaemonError> {
+    let path = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name))
+        .unwrap_or_else(|| PathBuf::from(name));
+    let helper = HelperBinary::protect(&HostViews, &path)?;
+    tracing::info!(binary = %path.display(), protection = ?helper.protection(), "helper");
+    Ok(helper)
 }
 
 /// The registry part of the config, as the image library takes it.

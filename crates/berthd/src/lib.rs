@@ -15,6 +15,7 @@ pub mod events;
 #[cfg(test)]
 pub(crate) mod fakes;
 pub mod fs_usage;
+pub mod helper_binary;
 pub mod ids;
 pub mod kernel_features;
 pub mod layout;

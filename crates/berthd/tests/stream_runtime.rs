@@ -129,7 +129,7 @@ impl Runtime {
                 vec![],
             )),
             namespaces: Arc::new(berthd::sandbox::host::Pinns {
-                binary: PathBuf::from("/nonexistent"),
+                binary: berthd::helper_binary::HelperBinary::unprotected("/nonexistent"),
             }),
             ns_dir: tmp.path().join("ns"),
             cgroup_lock: std::sync::Mutex::new(()),
@@ -148,7 +148,12 @@ impl Runtime {
             layers_dir: tmp.path().join("layers"),
             runtime_root: tmp.path().join("runtime"),
             shims_dir: tmp.path().join("shims"),
-            shim: shim_binary(),
+            // The view berthd runs shims through.
+            shim: berthd::helper_binary::HelperBinary::protect(
+                &berthd::helper_binary::HostViews,
+                &shim_binary(),
+            )
+            .expect("a protected view of berth-shim"),
             shims: Arc::new(berthd::container::host::ShimProcesses),
             mounts: Arc::new(berthd::container::host::OverlayMounts),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),

@@ -43,7 +43,7 @@ async fn fixture() -> Fixture {
         layers_dir: dir.path().join("root/containers"),
         runtime_root: dir.path().join("state/runtime"),
         shims_dir: dir.path().join("state/shims"),
-        shim: "/nonexistent/berth-shim".into(),
+        shim: crate::helper_binary::HelperBinary::unprotected("/nonexistent/berth-shim"),
         shims: Arc::new(FakeShims::new(journal.clone())),
         mounts: Arc::new(FakeMounts {
             journal: journal.clone(),

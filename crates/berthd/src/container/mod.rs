@@ -56,7 +56,8 @@ pub struct ContainerManager {
     pub runtime_root: PathBuf,
     /// Where each shim keeps its socket, pid and exit files.
     pub shims_dir: PathBuf,
-    pub shim: PathBuf,
+    /// berth-shim, run through a view containers cannot write.
+    pub shim: crate::helper_binary::HelperBinary,
     /// Starts shims and talks to them.
     pub shims: Arc<dyn Shims>,
     /// The overlay mounts of root filesystems.

@@ -18,7 +18,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a shim needs to create one container.
 pub struct ShimLaunch<'a> {
-    pub binary: &'a Path,
+    pub binary: &'a crate::helper_binary::HelperBinary,
     pub id: &'a str,
     pub bundle: &'a Path,
     pub state_root: &'a Path,
@@ -47,7 +47,7 @@ pub struct ShimLaunch<'a> {
 /// Starts a shim and waits until it reports the container created. Returns
 /// the container's init pid.
 pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
-    let mut command = tokio::process::Command::new(launch.binary);
+    let mut command = launch.binary.command();
     command
         .arg("--id")
         .arg(launch.id)
@@ -86,14 +86,14 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
     let mut child = command
         .spawn()
         .map_err(|source| ContainerError::ShimSpawn {
-            binary: launch.binary.to_path_buf(),
+            binary: launch.binary.path().to_path_buf(),
             source,
         })?;
     let mut stdout = child
         .stdout
         .take()
         .ok_or_else(|| ContainerError::ShimSpawn {
-            binary: launch.binary.to_path_buf(),
+            binary: launch.binary.path().to_path_buf(),
             source: std::io::Error::other("its stdout was not piped"),
         })?;
     let mut answer = String::new();
@@ -329,6 +329,9 @@ mod tests {
         let dir = tmp.path().join("shim");
         std::fs::create_dir(&dir).unwrap();
         let started = std::time::Instant::now();
+        // A script: through a view's close-on-exec fd its interpreter could
+        // not open it.
+        let binary = crate::helper_binary::HelperBinary::unprotected(binary);
         let err = launch(&ShimLaunch {
             binary: &binary,
             id: "c1",

@@ -5,7 +5,7 @@
 //! remove) are unit-tested through fakes of these, without root; cgroups
 //! have their own seam, `berth_cgroups::CgroupManager`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use async_trait::async_trait;
 use berth_network::cni::{AddResult, CniConfig, CniError, NetworkConfigList, PodNetwork};
@@ -59,7 +59,9 @@ pub trait PodNetworks: Send + Sync {
 
 /// berth-pinns, exec'd (berthd never forks), and real mounts.
 pub struct Pinns {
-    pub binary: PathBuf,
+    /// berth-pinns, run through a view containers cannot write: it stays
+    /// as the infra process of a pod sharing its PID namespace.
+    pub binary: crate::helper_binary::HelperBinary,
 }
 
 #[async_trait]

@@ -37,8 +37,11 @@ pub struct Pinned {
 }
 
 /// Runs berth-pinns. On failure nothing stays pinned.
-pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, SandboxError> {
-    let mut command = tokio::process::Command::new(pinns);
+pub async fn pin(
+    pinns: &crate::helper_binary::HelperBinary,
+    request: &PinRequest,
+) -> Result<Pinned, SandboxError> {
+    let mut command = pinns.command();
     command.arg("--dir").arg(&request.dir);
     for (asked, flag) in [
         (request.net, "--net"),
@@ -74,7 +77,7 @@ pub async fn pin(pinns: &Path, request: &PinRequest) -> Result<Pinned, SandboxEr
         .output()
         .await
         .map_err(|source| SandboxError::PinnsSpawn {
-            binary: pinns.to_path_buf(),
+            binary: pinns.path().to_path_buf(),
             source,
         })?;
     let mut pinned = Pinned::default();
