@@ -72,6 +72,11 @@ in_ctr() {
   cri exec -s "$id" sh -c '"$@" 2>&1; s=$?; echo; echo "exit: $s"' sh "$@" 2>&1
 }
 
+# ctr_ok ID CMD...: whether CMD exited 0 in the container.
+ctr_ok() {
+  [[ "$(in_ctr "$@" | tail -n 1)" == "exit: 0" ]]
+}
+
 # ctr_says ID CMD...: what CMD printed in the container, nothing more.
 ctr_says() {
   in_ctr "$@" | sed -e '$d' | sed -e '${/^$/d}'
