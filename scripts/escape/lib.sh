@@ -74,12 +74,20 @@ in_ctr() {
 
 # ctr_ok ID CMD...: whether CMD exited 0 in the container.
 ctr_ok() {
-  [[ "$(in_ctr "$@" | tail -n 1)" == "exit: 0" ]]
+  in_ctr "$@" | awk 'NF {last = $0} END {exit !(last == "exit: 0")}'
 }
 
-# ctr_says ID CMD...: what CMD printed in the container, nothing more.
+# ctr_says ID CMD...: what CMD printed in the container, nothing more
+# (crictl may end the output with a blank line of its own).
 ctr_says() {
-  in_ctr "$@" | sed -e '$d' | sed -e '${/^$/d}'
+  in_ctr "$@" | awk '{line[NR] = $0}
+    END {
+      n = NR
+      while (n > 0 && line[n] == "") n--
+      if (n > 0 && line[n] ~ /^exit: /) n--
+      if (n > 0 && line[n] == "") n--
+      for (i = 1; i <= n; i++) print line[i]
+    }'
 }
 
 # printed OUTPUT KEY: the value escape-probe printed for KEY ("open",
