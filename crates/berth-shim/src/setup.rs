@@ -343,7 +343,7 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
 }
 
 /// The init joins the container's cgroup in the hierarchies libcontainer
-/// left it out of (see [`crate::cgroup_dirs::CgroupDirs::add_process`]),
+/// left it out of (see [`crate::cgroup_dirs::CgroupDirs::adopt_init`]),
 /// before anything of the workload runs.
 fn join_every_hierarchy(cfg: &ShimConfig, container: &Container) -> Result<(), SetupError> {
     let Some(dirs) = &cfg.cgroup_dirs else {
