@@ -19,7 +19,7 @@ APT_PACKAGES=(
   jq curl psmisc
   qemu-system-x86 qemu-utils   # the VM harness's guest (scripts/vm/)
   mmdebstrap e2fsprogs         # its disk image: rootfs dir, mkfs.ext4 -d
-  criu                         # CheckpointContainer (run time only; see README "Checkpoints")
+  criu                         # CheckpointContainer (run time only; see docs/runtime.md "Checkpoints")
 )
 
 log() { echo "install-deps: $*" >&2; }

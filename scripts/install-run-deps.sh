@@ -12,7 +12,7 @@ APT_PACKAGES=(
                                # filter (build only: no libelf or libz is linked)
   containernetworking-plugins  # CNI plugins (bridge, host-local, portmap, ...)
   iproute2 iptables            # netns, veth, NAT and host ports
-  criu                         # CheckpointContainer (see README "Checkpoints")
+  criu                         # CheckpointContainer (see docs/runtime.md "Checkpoints")
 )
 
 # shellcheck source=lib/apt.sh

@@ -23,7 +23,7 @@ echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test" >&2
 # The request fuzzer's seed is pinned here, so the test command is
-# reproducible; a plain `cargo test` draws a fresh one (README).
+# reproducible; a plain `cargo test` draws a fresh one (docs/testing.md).
 BERTH_FUZZ_SEED="${BERTH_FUZZ_SEED:-7}" cargo test --workspace --locked
 
 echo "== critest" >&2
@@ -39,14 +39,14 @@ CRITEST_FOCUS='Streaming' \
 # The run command's build (scripts/build-release.sh, as scripts/run.sh
 # does it), then the escape suite against that berthd: a hostile workload
 # creating, starting, exec'ing into and removing containers; every probe
-# must find the way out closed (scripts/escape/, README).
+# must find the way out closed (scripts/escape/, docs/testing.md).
 echo "== run command's build (release)" >&2
 bash scripts/build-release.sh
 echo "== escape suite (release build)" >&2
 bash scripts/escape.sh "$CARGO_TARGET_DIR/release/berthd"
 
 # kubelet, kube-apiserver and kubectl v1.36.4 against berth: the scenarios
-# of scripts/k8s/scenarios/ on a one-node cluster on loopback (see README).
+# of scripts/k8s/scenarios/ on a one-node cluster on loopback (see docs/testing.md).
 # BERTH_K8S_STAGE=0 leaves it out while developing.
 if [[ "${BERTH_K8S_STAGE:-1}" != 0 ]]; then
   echo "== Kubernetes stage" >&2
@@ -54,7 +54,7 @@ if [[ "${BERTH_K8S_STAGE:-1}" != 0 ]]; then
 fi
 
 # Every real node runs systemd on cgroup v2; this machine does not. The
-# real-node stage runs berth in such a guest VM (see README): node checks,
+# real-node stage runs berth in such a guest VM (see docs/testing.md): node checks,
 # a focused critest subset and the Kubernetes stage's node, static-pod and
 # debug-target scenarios (scripts/vm/stage.sh --full runs all of both).
 # BERTH_VM_STAGE=0 leaves it out while developing.
