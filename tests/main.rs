@@ -17,6 +17,7 @@ mod fuzz;
 mod hostile;
 mod image_pull;
 mod image_volumes;
+mod metrics;
 mod runtime_info;
 mod sandbox;
 mod startup;

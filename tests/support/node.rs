@@ -32,12 +32,18 @@ impl Node {
     /// Starts berthd and writes a bridge network (host-local IPAM on the
     /// node's /24) followed by `extra` plugins.
     pub fn start(extra: &[Value]) -> Self {
+        Self::start_with("", extra)
+    }
+
+    /// As [`Node::start`], with `config` added to berthd's config file
+    /// (top-level keys first, then tables).
+    pub fn start_with(config: &str, extra: &[Value]) -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(1);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let cgroup_root = format!("/berth-it-{pid}-{n}");
         let config = format!(
-            "cgroup_driver = \"cgroupfs\"\ndefault_cgroup_parent = \"{cgroup_root}/default\"\n"
+            "cgroup_driver = \"cgroupfs\"\ndefault_cgroup_parent = \"{cgroup_root}/default\"\n{config}\n"
         );
         let node = Self {
             n,

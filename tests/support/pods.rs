@@ -193,7 +193,11 @@ impl Harness {
     /// Starts berthd (cgroupfs) on a node of its own, a registry with the
     /// busybox image, and pulls the image through CRI.
     pub async fn start() -> Self {
-        let node = Node::start(&[]);
+        Self::start_on(Node::start(&[])).await
+    }
+
+    /// As [`Harness::start`], on a node the caller started.
+    pub async fn start_on(node: Node) -> Self {
         let registry = TestRegistry::start();
         let harness = Self {
             image: registry.reference("test/busybox:1"),

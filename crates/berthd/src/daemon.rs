@@ -30,6 +30,7 @@ use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
 use crate::root_lock::{RootLock, RootLockError};
 use crate::sandbox::host::Pinns;
+use crate::sandbox::metered_network::MeteredNetworks;
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
 use crate::server::instrument::RpcTraceLayer;
@@ -106,12 +107,14 @@ fn open_context(
     tracing::info!(layout = ?cgroupfs.layout(), ?features, "cgroups");
     let kernel = crate::kernel_features::KernelFeatures::probe();
     let lsm = crate::lsm::probe_and_load();
+    let metrics: Arc<crate::metrics::Metrics> = Arc::default();
     let sandboxes = Arc::new(open_sandboxes(
         &config,
         cgroup_driver,
         &cgroupfs,
         &kernel,
         lsm,
+        &metrics,
     )?);
     let containers = Arc::new(ContainerManager {
         store: ContainerStore::open(&StateLayout::new(&config.state_dir).containers())
@@ -149,7 +152,7 @@ fn open_context(
         containers,
         events: Arc::default(),
         exit_watcher: None,
-        metrics: Arc::default(),
+        metrics,
         cpu_samples: Default::default(),
         streams,
         kernel,
@@ -201,6 +204,7 @@ fn open_sandboxes(
     cgroupfs: &Arc<CgroupfsManager>,
     kernel: &crate::kernel_features::KernelFeatures,
     lsm: berth_spec::LsmHost,
+    metrics: &Arc<crate::metrics::Metrics>,
 ) -> Result<SandboxManager, DaemonError> {
     let startup =
         |what: &str, err: &dyn std::fmt::Display| DaemonError::Startup(format!("{what}: {err}"));
@@ -231,10 +235,13 @@ fn open_sandboxes(
         parents,
         driver,
         default_parent,
-        network: Arc::new(CniConfig::new(
-            config.cni.conf_dir.clone(),
-            config.cni.bin_dirs.clone(),
-        )),
+        network: Arc::new(MeteredNetworks {
+            inner: Arc::new(CniConfig::new(
+                config.cni.conf_dir.clone(),
+                config.cni.bin_dirs.clone(),
+            )),
+            metrics: metrics.clone(),
+        }),
         namespaces: Arc::new(Pinns {
             binary: helper_binary("berth-pinns")?,
         }),

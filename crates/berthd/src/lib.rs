@@ -25,6 +25,7 @@ pub mod lsm;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;
+pub mod process_metrics;
 pub mod procs;
 pub mod recovery;
 pub mod root_lock;

@@ -1,9 +1,10 @@
 //! berthd's own Prometheus metrics and the HTTP endpoint serving them.
 //!
 //! Counters and histograms are updated where things happen (every RPC in
-//! [`crate::server::instrument`], image pulls); pod, container and shim counts and
-//! berthd's RSS are sampled when the endpoint is scraped. The endpoint is
-//! off unless `[metrics] enabled` is set.
+//! [`crate::server::instrument`], image pulls, CNI calls, OOM kills seen);
+//! pod, container and shim counts and berthd's own process figures are
+//! sampled when the endpoint is scraped. The endpoint is off unless
+//! `[metrics] enabled` is set.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -41,6 +42,14 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CniLabels {
+    /// `ADD` or `DEL`.
+    pub operation: String,
+    /// `success` or `failure`.
+    pub result: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// What is sampled at scrape time.
@@ -59,6 +68,9 @@ pub struct Metrics {
     image_pulls: Family<ResultLabels, Counter>,
     image_pull_bytes: Counter,
     image_pull_duration: HistogramFamily<ResultLabels>,
+    image_pulls_in_progress: Gauge,
+    cni_duration: HistogramFamily<CniLabels>,
+    oom_kills: Counter,
     pods: Family<StateLabels, Gauge>,
     containers: Family<StateLabels, Gauge>,
     shims: Gauge,
@@ -112,6 +124,25 @@ impl Metrics {
             "Time to pull an image, by result",
             image_pull_duration.clone(),
         );
+        let image_pulls_in_progress = Gauge::default();
+        registry.register(
+            "image_pulls_in_progress",
+            "Image pulls under way",
+            image_pulls_in_progress.clone(),
+        );
+        let cni_duration: HistogramFamily<CniLabels> =
+            Family::new_with_constructor(rpc_histogram as fn() -> Histogram);
+        registry.register(
+            "cni_duration_seconds",
+            "Time the CNI plugins took to attach (ADD) or detach (DEL) a pod's network, by result",
+            cni_duration.clone(),
+        );
+        let oom_kills = Counter::default();
+        registry.register(
+            "container_oom_kills",
+            "Containers seen to end killed by the OOM killer",
+            oom_kills.clone(),
+        );
         let pods = Family::<StateLabels, Gauge>::default();
         registry.register("pod_sandboxes", "Pod sandboxes, by state", pods.clone());
         let containers = Family::<StateLabels, Gauge>::default();
@@ -124,6 +155,7 @@ impl Metrics {
             "Resident set size of berthd itself",
             rss.clone(),
         );
+        registry.register_collector(Box::new(crate::process_metrics::OwnProcess));
         Self {
             registry,
             rpc_requests,
@@ -131,6 +163,9 @@ impl Metrics {
             image_pulls,
             image_pull_bytes,
             image_pull_duration,
+            image_pulls_in_progress,
+            cni_duration,
+            oom_kills,
             pods,
             containers,
             shims,
@@ -167,6 +202,27 @@ impl Metrics {
         }
     }
 
+    /// Marks one pull under way until the guard is dropped, also when the
+    /// pull's future is cancelled.
+    pub fn pull_in_progress(self: &Arc<Self>) -> PullInProgress {
+        self.image_pulls_in_progress.inc();
+        PullInProgress(self.clone())
+    }
+
+    /// Times one CNI call.
+    pub fn observe_cni(&self, operation: &str, succeeded: bool, seconds: f64) {
+        let labels = CniLabels {
+            operation: operation.to_string(),
+            result: if succeeded { "success" } else { "failure" }.to_string(),
+        };
+        self.cni_duration.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Counts a container seen to end OOM-killed.
+    pub fn observe_oom_kill(&self) {
+        self.oom_kills.inc();
+    }
+
     /// The text exposition, with the sampled gauges set from `snapshot`.
     pub fn render(&self, snapshot: &Snapshot) -> String {
         // States with no object left must disappear, not stay at their
@@ -196,6 +252,15 @@ impl Metrics {
             tracing::warn!(error = %err, "encoding metrics");
         }
         text
+    }
+}
+
+/// One image pull under way, for as long as it lives.
+pub struct PullInProgress(Arc<Metrics>);
+
+impl Drop for PullInProgress {
+    fn drop(&mut self) {
+        self.0.image_pulls_in_progress.dec();
     }
 }
 
@@ -280,6 +345,9 @@ mod tests {
         metrics.observe_rpc("RuntimeService/Version", "Ok", 0.004);
         metrics.observe_pull(Some(1000), 1.5);
         metrics.observe_pull(None, 0.1);
+        metrics.observe_cni("ADD", true, 0.02);
+        metrics.observe_cni("DEL", false, 0.01);
+        metrics.observe_oom_kill();
         let snapshot = Snapshot {
             pods_by_state: vec![("ready".into(), 2)],
             containers_by_state: vec![("running".into(), 3), ("exited".into(), 1)],
@@ -315,12 +383,42 @@ mod tests {
             "{text}"
         );
 
+        assert!(
+            text.contains(
+                r#"berth_cni_duration_seconds_count{operation="DEL",result="failure"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("berth_container_oom_kills_total 1"), "{text}");
+        assert!(text.contains("berth_image_pulls_in_progress 0"), "{text}");
+        for family in [
+            "berth_process_cpu_seconds_total ",
+            "berth_process_open_fds ",
+            "berth_process_max_fds ",
+            "berth_process_threads ",
+        ] {
+            assert!(text.contains(family), "{family} missing from {text}");
+        }
+
         // A state that emptied is gone from the next scrape.
         let text = metrics.render(&Snapshot::default());
         assert!(
             !text.contains(r#"berth_containers{state="exited"}"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_pull_counts_while_its_guard_lives() {
+        let metrics = Arc::new(Metrics::new());
+        let first = metrics.pull_in_progress();
+        let second = metrics.pull_in_progress();
+        let text = metrics.render(&Snapshot::default());
+        assert!(text.contains("berth_image_pulls_in_progress 2"), "{text}");
+        drop(first);
+        drop(second);
+        let text = metrics.render(&Snapshot::default());
+        assert!(text.contains("berth_image_pulls_in_progress 0"), "{text}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod error;
 pub mod host;
 #[cfg(test)]
 pub(crate) mod lifecycle_tests;
+pub mod metered_network;
 pub mod namespaces;
 pub mod process;
 mod recover;

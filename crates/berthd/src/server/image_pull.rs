@@ -28,6 +28,7 @@ impl CriService {
         // pull finishing after the client moved on would resurrect an image
         // it may already have removed. Layers finished so far are kept.
         let started = std::time::Instant::now();
+        let _in_progress = self.context().metrics.pull_in_progress();
         let pulled = self.context().images.pull(&image, &auth).await;
         self.context().metrics.observe_pull(
             pulled.as_ref().ok().map(|record| record.size),

@@ -22,14 +22,26 @@ impl CriService {
         kind: ContainerEventType,
     ) {
         let context = self.context();
-        context
-            .events
-            .emit(
-                container_id,
-                kind,
-                self.build_event(container_id, sandbox_id, kind),
-            )
-            .await;
+        let oom_killed = std::sync::atomic::AtomicBool::new(false);
+        let build = async {
+            let event = self.build_event(container_id, sandbox_id, kind).await;
+            oom_killed.store(
+                kind == ContainerEventType::ContainerStoppedEvent
+                    && event
+                        .containers_statuses
+                        .iter()
+                        .any(|status| status.id == container_id && status.reason == "OOMKilled"),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            event
+        };
+        // STOPPED is emitted once per container, so the count is of
+        // containers, not of times their status was read.
+        if context.events.emit(container_id, kind, build).await
+            && oom_killed.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            context.metrics.observe_oom_kill();
+        }
         if kind == ContainerEventType::ContainerDeletedEvent {
             context.cpu_samples.forget(container_id);
         }
