@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The escape suite (scripts/escape/suite.sh) on this host: a local registry
 # with the test images, a berthd of its own (cgroupfs: the host has no
-# systemd) on a private socket, root, state and CNI config, then every
-# probe. The guest stage runs the same suite under systemd and cgroupfs
+# systemd) on a private socket, root, state and CNI config, a plain
+# container lifecycle through crictl (scripts/lib/lifecycle-smoke.sh), then
+# every probe. The guest stage runs the same suite under systemd and cgroupfs
 # (scripts/vm/in-guest/escape.sh).
 #
 #   scripts/escape.sh BERTHD_BINARY
@@ -35,6 +36,8 @@ source "$repo/scripts/lib/berthd-config.sh"
 source "$repo/scripts/lib/mounts.sh"
 # shellcheck source=lib/test-berthd.sh
 source "$repo/scripts/lib/test-berthd.sh"
+# shellcheck source=lib/lifecycle-smoke.sh
+source "$repo/scripts/lib/lifecycle-smoke.sh"
 
 work="$(mktemp -d /tmp/berth-escape.XXXXXX)"
 chmod 0711 "$work"
@@ -76,6 +79,13 @@ state_mounted=1
 
 log "starting berthd on $work/berth.sock"
 start_test_berthd "$work/bin/berthd" "$work" || exit 1
+
+# Before any probe: the berthd under test runs a container at all.
+lifecycle_smoke "$work/berth.sock" docker.io/berth-test/escape:1 "$work/smoke" || {
+  tail -n 20 "$work/berthd.log" >&2
+  log "the berthd under test cannot run a container"
+  exit 1
+}
 
 ESCAPE_DRIVER=cgroupfs ESCAPE_STATE_DIRS="$work/root $work/state" ESCAPE_BIN_DIR="$work/bin" \
   bash "$repo/scripts/escape/suite.sh" "$work/suite" "$work/berth.sock"

@@ -37,9 +37,10 @@ CRITEST_FOCUS='Streaming' \
   bash scripts/critest.sh "$CARGO_TARGET_DIR/debug/berthd"
 
 # The run command's build (scripts/build-release.sh, as scripts/run.sh
-# does it), then the escape suite against that berthd: a hostile workload
-# creating, starting, exec'ing into and removing containers; every probe
-# must find the way out closed (scripts/escape/, docs/testing.md).
+# does it), then against that berthd: a container created, started,
+# exec'd into and removed through crictl, and the escape suite, a hostile
+# workload for which every way out must be closed (scripts/escape/,
+# docs/testing.md).
 echo "== run command's build (release)" >&2
 bash scripts/build-release.sh
 echo "== escape suite (release build)" >&2
