@@ -448,6 +448,62 @@ mod tests {
         assert_eq!(parse(text).unwrap(), Config::default());
     }
 
+    /// runtime-config.toml is the reference operators read: every key the
+    /// code knows must be written there, set or commented, in its table.
+    #[test]
+    fn repo_default_config_documents_every_key() {
+        let reference = include_str!("../../../runtime-config.toml");
+        let rendered: toml::Table = toml::from_str(&Config::default().to_toml()).unwrap();
+        let mut missing = Vec::new();
+        let mut tables = vec![(String::new(), rendered)];
+        while let Some((name, table)) = tables.pop() {
+            let section = reference_section(reference, &name);
+            for (key, value) in table {
+                match value {
+                    toml::Value::Table(inner) => {
+                        let path = if name.is_empty() {
+                            key
+                        } else {
+                            format!("{name}.{key}")
+                        };
+                        tables.push((path, inner));
+                    }
+                    _ => {
+                        let written = section.lines().any(|line| {
+                            let line = line.trim_start_matches('#').trim_start();
+                            line.strip_prefix(key.as_str())
+                                .is_some_and(|rest| rest.trim_start().starts_with('='))
+                        });
+                        if !written {
+                            missing.push(format!("[{name}] {key}"));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "runtime-config.toml does not document {missing:?}"
+        );
+    }
+
+    /// The lines of `text` under the table header `[name]` up to the next
+    /// header; for "" the lines before the first header.
+    fn reference_section<'a>(text: &'a str, name: &str) -> &'a str {
+        let start = if name.is_empty() {
+            0
+        } else {
+            let header = format!("\n[{name}]\n");
+            match text.find(&header) {
+                Some(at) => at + header.len(),
+                None => return "",
+            }
+        };
+        let rest = &text[start..];
+        let end = rest.find("\n[").map_or(rest.len(), |at| at + 1);
+        &rest[..end]
+    }
+
     #[test]
     fn unknown_key_is_rejected_by_name_and_file() {
         let err = parse("cgroup_drivr = \"cgroupfs\"\n")
