@@ -31,8 +31,10 @@ pub trait Record: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
 }
 
 /// The format of the records this berthd writes. Records from before
-/// formats were numbered are format 1; a record of a later format is
-/// skipped at load (a newer berthd wrote it), never misread.
+/// formats were numbered are format 1. A record of a later format was
+/// written by a newer berthd: this one refuses to start rather than
+/// misread it or hide its pod from kubelet (docs/operating.md, "Upgrade and
+/// downgrade").
 pub const RECORD_FORMAT: u32 = 1;
 
 /// The format of a record that names none.
@@ -175,6 +177,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<R: Record> RecordStore<R> {
     /// Loads every state file under `dir`. A file that cannot be read is
     /// reported and skipped, never fatal: the other objects still matter.
+    /// A record a newer berthd wrote is an error: skipping it would leave
+    /// its pod running where kubelet cannot see or stop it.
     pub fn open(dir: &Path) -> Result<Self, StateError> {
         let state_error = |message: String| StateError {
             path: dir.to_path_buf(),
@@ -194,16 +198,21 @@ impl<R: Record> RecordStore<R> {
                 .and_then(|bytes| {
                     serde_json::from_slice::<R>(&bytes).map_err(|err| err.to_string())
                 });
-            let record = record.and_then(|record| {
+            if let Ok(record) = &record {
                 if record.format() > RECORD_FORMAT {
-                    Err(format!(
-                        "format {} is newer than this berthd's {RECORD_FORMAT}",
-                        record.format()
-                    ))
-                } else {
-                    Ok(record)
+                    return Err(StateError {
+                        path,
+                        message: format!(
+                            "{} {} was written by a newer berthd (record format {}; this \
+                             berthd reads up to {RECORD_FORMAT}): start the newer berthd, or \
+                             remove the node's pods with it before downgrading",
+                            R::KIND,
+                            record.id(),
+                            record.format()
+                        ),
+                    });
                 }
-            });
+            }
             match record {
                 Ok(record) => {
                     lock(&store.names)
@@ -372,6 +381,8 @@ mod tests {
         group: String,
         #[serde(default)]
         note: String,
+        #[serde(default = "first_format")]
+        format: u32,
     }
 
     impl Record for Member {
@@ -384,7 +395,7 @@ mod tests {
             &self.id
         }
         fn format(&self) -> u32 {
-            1
+            self.format
         }
         fn owner(&self) -> Option<&str> {
             Some(&self.group)
@@ -396,6 +407,7 @@ mod tests {
             id: id.to_string(),
             group: group.to_string(),
             note: String::new(),
+            format: RECORD_FORMAT,
         }
     }
 
@@ -431,6 +443,41 @@ mod tests {
         assert!(store.published("c").is_err(), "an ambiguous prefix");
         store.remove("c1");
         assert!(store.published("c1").unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_record_from_a_newer_berthd_stops_the_load_and_a_torn_one_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::<Member>::open(dir.path()).unwrap();
+        std::fs::create_dir_all(store.record_dir("kept")).unwrap();
+        let handle = store.insert(member("kept", "pod-a"));
+        store.persist(&*handle.lock().await).unwrap();
+        let torn = dir.path().join("torn");
+        std::fs::create_dir_all(&torn).unwrap();
+        std::fs::write(torn.join(Member::FILE), b"{\"id\": \"torn\"").unwrap();
+        let reopened = RecordStore::<Member>::open(dir.path()).unwrap();
+        assert_eq!(
+            reopened.published_all().len(),
+            1,
+            "the torn file is skipped"
+        );
+
+        let mut newer = member("newer", "pod-b");
+        newer.format = RECORD_FORMAT + 1;
+        std::fs::create_dir_all(dir.path().join("newer")).unwrap();
+        std::fs::write(
+            dir.path().join("newer").join(Member::FILE),
+            serde_json::to_vec(&newer).unwrap(),
+        )
+        .unwrap();
+        let err = RecordStore::<Member>::open(dir.path()).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("member newer"), "{message}");
+        assert!(message.contains("newer berthd"), "{message}");
+        assert!(
+            message.contains(&format!("format {}", RECORD_FORMAT + 1)),
+            "{message}"
+        );
     }
 
     #[tokio::test]
