@@ -130,7 +130,9 @@ impl LogLevel {
 pub struct CniConfig {
     /// Directory holding network configs (`*.conf`, `*.conflist`, `*.json`).
     pub conf_dir: PathBuf,
-    /// Directories searched, in order, for plugin binaries.
+    /// Directories searched, in order, for plugin binaries: `/opt/cni/bin`
+    /// first (where network add-ons install theirs, as containerd and
+    /// CRI-O look), then Debian's packaged plugins.
     pub bin_dirs: Vec<PathBuf>,
 }
 
@@ -138,7 +140,7 @@ impl Default for CniConfig {
     fn default() -> Self {
         Self {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
-            bin_dirs: vec![PathBuf::from("/usr/lib/cni"), PathBuf::from("/opt/cni/bin")],
+            bin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")],
         }
     }
 }
