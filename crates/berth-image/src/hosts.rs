@@ -131,7 +131,7 @@ impl RegistryHosts {
             return entries
                 .iter()
                 .filter(|entry| entry.capabilities.can_pull())
-                .map(|entry| self.from_entry(registry, entry))
+                .map(|entry| self.endpoint_for(registry, entry))
                 .collect();
         }
         let upstream = self.upstream(registry);
@@ -175,7 +175,7 @@ impl RegistryHosts {
         own.or_else(|| self.host_dirs.get("_default"))
     }
 
-    fn from_entry(&self, registry: &str, entry: &HostEntry) -> Endpoint {
+    fn endpoint_for(&self, registry: &str, entry: &HostEntry) -> Endpoint {
         let mut endpoint = match &entry.url {
             Some(url) => Endpoint {
                 host: url.host.clone(),
