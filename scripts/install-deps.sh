@@ -11,7 +11,8 @@ TOOLS_BIN="${BERTH_TOOLS_BIN:-/usr/local/bin}"
 APT_PACKAGES=(
   docker-registry              # local registry for image tests and critest
   apache2-utils zstd           # htpasswd and zstd layers for the image tests
-  umoci skopeo                 # build and push the stand-in images
+  umoci skopeo                 # build and push the stand-in images; import tarballs
+  openssl                      # private CA and certificates for the TLS mirror tests
   containernetworking-plugins  # real CNI plugins in /usr/lib/cni
   iproute2 iptables            # netns, veth, portmap
   busybox gcc libc6-dev        # stand-in image contents

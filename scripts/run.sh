@@ -16,14 +16,17 @@ bash scripts/install-run-deps.sh
 # Pods need a CNI network. When the config dir has none, write a default:
 # a bridge with NAT to the outside, host ports (portmap), and a /16 so that
 # hundreds of pods fit. BERTH_CNI_CONF_DIR, BERTH_CNI_BRIDGE and
-# BERTH_CNI_SUBNET change it; an existing config is never touched.
+# BERTH_CNI_SUBNET change it; an existing config is never touched. Its name
+# sorts after every usual one (10-calico, 10-flannel, 05-cilium, ...): the
+# first file by name wins, so a network add-on installed later takes over
+# without anyone removing this file.
 cni_conf_dir="${BERTH_CNI_CONF_DIR:-/etc/cni/net.d}"
 cni_bridge="${BERTH_CNI_BRIDGE:-berth0}"
 cni_subnet="${BERTH_CNI_SUBNET:-10.88.0.0/16}"
 mkdir -p "$cni_conf_dir"
 if ! ls "$cni_conf_dir" | grep -qE '\.(conf|conflist|json)$'; then
-  echo "run.sh: writing $cni_conf_dir/10-berth.conflist (bridge $cni_bridge, subnet $cni_subnet)" >&2
-  write_bridge_network "$cni_conf_dir/10-berth.conflist" berth "$cni_bridge" "$cni_subnet"
+  echo "run.sh: writing $cni_conf_dir/99-berth.conflist (bridge $cni_bridge, subnet $cni_subnet)" >&2
+  write_bridge_network "$cni_conf_dir/99-berth.conflist" berth "$cni_bridge" "$cni_subnet"
 fi
 
 bash scripts/build-release.sh

@@ -17,6 +17,9 @@ write_berthd_config() {
     for host in "${MIRRORED_REGISTRIES[@]}"; do
       echo "[registry.mirrors.\"$host\"]"
       echo "endpoints = [\"http://$registry\"]"
+      # The bench is offline: a missing image is NotFound from the mirror,
+      # never a lookup of the real registry.
+      echo "fallback_to_upstream = false"
     done
     if [[ -n "$extra" ]]; then printf '%b\n' "$extra"; fi
   } >"$file"

@@ -10,6 +10,7 @@ pub mod host;
 pub mod node;
 pub mod pods;
 pub mod registry;
+pub mod tls_registry;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

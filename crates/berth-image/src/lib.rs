@@ -3,10 +3,12 @@
 //! directories that overlayfs stacks as lower dirs.
 
 pub mod hosts;
-mod manifest_get;
+pub mod hosts_toml;
+pub mod import;
 pub mod platform;
 pub mod pull;
 pub mod reference;
+mod registry_client;
 pub mod store;
 mod topdir;
 pub mod unpack;

@@ -17,21 +17,20 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use futures_util::StreamExt;
-use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{
     OciDescriptor, OciImageManifest, OciManifest, IMAGE_MANIFEST_LIST_MEDIA_TYPE,
     IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE,
 };
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use oci_client::Reference;
 use oci_spec::image::ImageConfiguration;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, OnceCell, Semaphore};
 
 use crate::hosts::{Endpoint, RegistryHosts};
-use crate::manifest_get::ManifestGetter;
 use crate::platform::Platform;
 use crate::reference::{self, InvalidReference};
+use crate::registry_client::RegistryClient;
 use crate::store::{ImageRecord, ImageStore, LayerRecord, StoreError};
 use crate::unpack::{self, Compression};
 
@@ -125,7 +124,9 @@ fn describe_failures(failures: &[(String, String)]) -> String {
 /// Pulls images into an [`ImageStore`].
 pub struct ImagePuller {
     store: Arc<ImageStore>,
-    hosts: RegistryHosts,
+    /// Replaced whole when the registry settings are reloaded; a pull
+    /// keeps the settings it started with.
+    hosts: std::sync::RwLock<Arc<RegistryHosts>>,
     platform: Platform,
     timeouts: RegistryTimeouts,
     /// Layer fetches in progress, by diff id.
@@ -140,9 +141,8 @@ const CONCURRENT_LAYERS: usize = 3;
 
 /// What the registry said about a reference, before any layer is fetched.
 struct Resolved {
-    client: Client,
-    /// The reference rewritten to the endpoint that answered.
-    remote: Reference,
+    /// The endpoint that answered, for the blobs.
+    client: RegistryClient,
     registry: String,
     /// Digest of what the reference names (an index or a manifest).
     top_digest: String,
@@ -157,7 +157,7 @@ impl ImagePuller {
     pub fn new(store: Arc<ImageStore>, hosts: RegistryHosts) -> Self {
         Self {
             store,
-            hosts,
+            hosts: std::sync::RwLock::new(Arc::new(hosts)),
             platform: Platform::host(),
             timeouts: RegistryTimeouts::default(),
             in_flight: Mutex::default(),
@@ -172,6 +172,22 @@ impl ImagePuller {
 
     pub fn store(&self) -> &Arc<ImageStore> {
         &self.store
+    }
+
+    /// Uses `hosts` for pulls that start from now on.
+    pub fn set_hosts(&self, hosts: RegistryHosts) {
+        *self
+            .hosts
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(hosts);
+    }
+
+    /// The registry settings pulls use now.
+    pub fn hosts(&self) -> Arc<RegistryHosts> {
+        self.hosts
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     /// Pulls `image` and returns its record.
@@ -199,14 +215,15 @@ impl ImagePuller {
     ) -> Result<Resolved, PullError> {
         let mut failures = Vec::new();
         let mut not_found = true;
-        for endpoint in self.hosts.endpoints(reference.registry()) {
+        let endpoints = self.hosts().endpoints(reference.registry());
+        for endpoint in endpoints {
             match self.resolve_at(reference, &endpoint, auth).await {
                 Ok(resolved) => return Ok(resolved),
                 Err((error, is_not_found)) => {
                     not_found &= is_not_found;
                     let kind = if endpoint.is_mirror { "mirror " } else { "" };
-                    tracing::warn!(image = %reference, endpoint = %endpoint.host, %error, "resolve failed");
-                    failures.push((format!("{kind}{}", endpoint.host), error));
+                    tracing::warn!(image = %reference, endpoint = %endpoint.name(), %error, "resolve failed");
+                    failures.push((format!("{kind}{}", endpoint.name()), error));
                 }
             }
         }
@@ -225,20 +242,11 @@ impl ImagePuller {
         endpoint: &Endpoint,
         auth: &RegistryAuth,
     ) -> Result<Resolved, (String, bool)> {
-        let client = Client::new(ClientConfig {
-            protocol: if endpoint.plain_http {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            connect_timeout: Some(self.timeouts.connect),
-            read_timeout: Some(self.timeouts.read),
-            ..Default::default()
-        });
-        let getter = ManifestGetter::new(endpoint.plain_http, self.timeouts)?;
-        let remote = at_endpoint(reference, &endpoint.host);
+        let client = RegistryClient::new(endpoint, reference.repository(), auth, self.timeouts)?;
+        // The digest pins the content; the tag is only recorded.
+        let top_reference = reference.digest().or(reference.tag()).unwrap_or("latest");
         let (top_bytes, top_digest) =
-            fetch_manifest(&getter, &client, &remote, auth, reference.digest()).await?;
+            fetch_manifest(&client, top_reference, reference.digest()).await?;
 
         let (manifest_bytes, manifest_digest) = match parse_manifest(&top_bytes)? {
             OciManifest::Image(_) => (top_bytes.clone(), top_digest.clone()),
@@ -261,8 +269,7 @@ impl ImagePuller {
                         false,
                     ));
                 }
-                let by_digest = remote.clone_with_digest(entry.digest.clone());
-                fetch_manifest(&getter, &client, &by_digest, auth, Some(&entry.digest)).await?
+                fetch_manifest(&client, &entry.digest, Some(&entry.digest)).await?
             }
         };
         let OciManifest::Image(manifest) = parse_manifest(&manifest_bytes)? else {
@@ -272,7 +279,7 @@ impl ImagePuller {
             ));
         };
 
-        let config_bytes = fetch_config(&client, &remote, &manifest.config).await?;
+        let config_bytes = fetch_config(&client, &manifest.config).await?;
         let config = ImageConfiguration::from_reader(config_bytes.as_slice()).map_err(|err| {
             (
                 format!(
@@ -294,8 +301,7 @@ impl ImagePuller {
         }
         Ok(Resolved {
             client,
-            remote,
-            registry: endpoint.host.clone(),
+            registry: endpoint.name(),
             top_digest,
             manifest,
             manifest_digest,
@@ -383,7 +389,7 @@ impl ImagePuller {
             None => reference::repo_tag(reference),
         };
         let repo_digest = reference::repo_digest(reference, &resolved.top_digest);
-        Ok(self.store.commit(record, repo_tag, repo_digest)?)
+        Ok(self.store.commit(record, repo_tag, Some(repo_digest))?)
     }
 
     /// Makes sure the layer is unpacked, sharing the work with any other
@@ -556,26 +562,27 @@ enum Download {
 /// Streams a blob into `chunks`, cutting it off past its declared size;
 /// errors are messages for [`PullError::Fetch`].
 ///
-/// The digest is checked by oci-client's blob stream, which hashes what
-/// it yields and ends with an error item when the content does not match
-/// the descriptor's digest; hashing it here too cost a second SHA-256 pass
-/// over every compressed byte. Whoever consumes the chunks installs
-/// nothing until this returns [`Download::Complete`].
+/// The digest is checked here, on the chunks as they pass; whoever
+/// consumes them installs nothing until this returns
+/// [`Download::Complete`].
 async fn download_into(
     resolved: &Resolved,
     descriptor: &OciDescriptor,
     declared: u64,
     chunks: mpsc::Sender<bytes::Bytes>,
 ) -> Result<Download, String> {
-    let mut stream = resolved
+    let stream = resolved
         .client
-        .pull_blob_stream(&resolved.remote, descriptor)
+        .blob(&descriptor.digest)
         .await
-        .map_err(|err| err.to_string())?;
+        .map_err(|(err, _)| err)?;
+    let mut stream = std::pin::pin!(stream);
     let mut received: u64 = 0;
+    let mut hasher = Sha256::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|err| err.to_string())?;
+        let chunk = chunk?;
         received += chunk.len() as u64;
+        hasher.update(&chunk);
         // Cut off before passing it on: an endless blob never fills the disk.
         if received > declared {
             return Err(format!(
@@ -585,6 +592,12 @@ async fn download_into(
         if chunks.send(chunk).await.is_err() {
             return Ok(Download::Stopped);
         }
+    }
+    let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
+    if received == declared && digest != descriptor.digest {
+        return Err(format!(
+            "digest mismatch: the registry sent content with digest {digest}"
+        ));
     }
     Ok(Download::Complete { received })
 }
@@ -631,18 +644,6 @@ impl Read for ChunkReader {
     }
 }
 
-/// The reference as served by `host` (a mirror keeps the repository path).
-fn at_endpoint(reference: &Reference, host: &str) -> Reference {
-    let registry = host.to_string();
-    let repository = reference.repository().to_string();
-    match (reference.tag(), reference.digest()) {
-        // The digest pins the content; the tag is only recorded.
-        (_, Some(digest)) => Reference::with_digest(registry, repository, digest.to_string()),
-        (Some(tag), None) => Reference::with_tag(registry, repository, tag.to_string()),
-        (None, None) => Reference::with_tag(registry, repository, "latest".to_string()),
-    }
-}
-
 /// A descriptor's size; negative is a broken descriptor.
 fn declared_size(descriptor: &OciDescriptor) -> Result<u64, String> {
     u64::try_from(descriptor.size).map_err(|_| {
@@ -656,8 +657,7 @@ fn declared_size(descriptor: &OciDescriptor) -> Result<u64, String> {
 /// Fetches an image config, refusing one larger than its descriptor says
 /// or than [`MAX_CONFIG_BYTES`], and checks its digest.
 async fn fetch_config(
-    client: &Client,
-    remote: &Reference,
+    client: &RegistryClient,
     descriptor: &OciDescriptor,
 ) -> Result<Vec<u8>, (String, bool)> {
     let fail = |message: String| (format!("config {}: {message}", descriptor.digest), false);
@@ -667,13 +667,14 @@ async fn fetch_config(
             "declares {declared} bytes; the cap for an image config is {MAX_CONFIG_BYTES}"
         )));
     }
-    let mut stream = client
-        .pull_blob_stream(remote, descriptor)
+    let stream = client
+        .blob(&descriptor.digest)
         .await
-        .map_err(|err| fail(err.to_string()))?;
+        .map_err(|(err, not_found)| (fail(err).0, not_found))?;
+    let mut stream = std::pin::pin!(stream);
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|err| fail(err.to_string()))?;
+        let chunk = chunk.map_err(fail)?;
         if (bytes.len() + chunk.len()) as u64 > declared {
             return Err(fail(format!(
                 "the registry sent more than the declared size of {declared} bytes"
@@ -693,20 +694,12 @@ async fn fetch_config(
 /// Fetches a manifest (capped at [`MAX_MANIFEST_BYTES`] before and while
 /// it is read) and checks its digest when one was asked for.
 async fn fetch_manifest(
-    getter: &ManifestGetter,
-    client: &Client,
-    remote: &Reference,
-    auth: &RegistryAuth,
+    client: &RegistryClient,
+    reference: &str,
     expected_digest: Option<&str>,
 ) -> Result<(Vec<u8>, String), (String, bool)> {
-    let bytes = getter
-        .get(
-            client,
-            remote,
-            auth,
-            &ACCEPTED_MANIFESTS,
-            MAX_MANIFEST_BYTES,
-        )
+    let bytes = client
+        .manifest(reference, &ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES)
         .await?;
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
     if let Some(expected) = expected_digest {
@@ -727,21 +720,6 @@ fn parse_manifest(bytes: &[u8]) -> Result<OciManifest, (String, bool)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mirrors_keep_the_repository_path_and_prefer_the_digest() {
-        let tagged = reference::parse("registry.k8s.io/e2e-test-images/busybox:1.29-2").unwrap();
-        assert_eq!(
-            at_endpoint(&tagged, "localhost:5000").whole(),
-            "localhost:5000/e2e-test-images/busybox:1.29-2"
-        );
-        let digest = format!("sha256:{}", "a".repeat(64));
-        let both = reference::parse(&format!("busybox:1@{digest}")).unwrap();
-        assert_eq!(
-            at_endpoint(&both, "localhost:5000").whole(),
-            format!("localhost:5000/library/busybox@{digest}")
-        );
-    }
 
     #[test]
     fn resolve_errors_name_every_endpoint() {

@@ -254,7 +254,7 @@ impl ImageStore {
         &self,
         mut record: ImageRecord,
         repo_tag: Option<String>,
-        repo_digest: String,
+        repo_digest: Option<String>,
     ) -> Result<ImageRecord, StoreError> {
         let mut index = self.lock_index();
         if let Some(tag) = &repo_tag {
@@ -270,7 +270,9 @@ impl ImageStore {
         if let Some(tag) = repo_tag {
             push_unique(&mut record.repo_tags, tag);
         }
-        push_unique(&mut record.repo_digests, repo_digest);
+        if let Some(digest) = repo_digest {
+            push_unique(&mut record.repo_digests, digest);
+        }
         index.images.insert(record.id.clone(), record.clone());
         self.persist(&index)?;
         Ok(record)
@@ -518,7 +520,7 @@ mod tests {
             .unwrap();
         moved("install");
         store
-            .commit(record(1, &[1]), None, "example.com/app@x".into())
+            .commit(record(1, &[1]), None, Some("example.com/app@x".into()))
             .unwrap();
         moved("commit");
         store.remove(&digest(1)).unwrap();
@@ -538,7 +540,7 @@ mod tests {
             .commit(
                 record(1, &[1]),
                 Some("docker.io/library/busybox:latest".into()),
-                format!("docker.io/library/busybox@{}", digest(200)),
+                Some(format!("docker.io/library/busybox@{}", digest(200))),
             )
             .unwrap();
         for name in [
@@ -564,14 +566,14 @@ mod tests {
             .commit(
                 record(1, &[]),
                 Some(tag.clone()),
-                "example.com/app@x".into(),
+                Some("example.com/app@x".into()),
             )
             .unwrap();
         store
             .commit(
                 record(2, &[]),
                 Some(tag.clone()),
-                "example.com/app@y".into(),
+                Some("example.com/app@y".into()),
             )
             .unwrap();
         assert_eq!(store.resolve(&tag).unwrap().id, digest(2));
@@ -587,21 +589,21 @@ mod tests {
             .commit(
                 record(1, &[1, 2]),
                 Some("a.io/x:1".into()),
-                "a.io/x@d".into(),
+                Some("a.io/x@d".into()),
             )
             .unwrap();
         store
             .commit(
                 record(1, &[1, 2]),
                 Some("b.io/x:2".into()),
-                "b.io/x@d".into(),
+                Some("b.io/x@d".into()),
             )
             .unwrap();
         store
             .commit(
                 record(9, &[2, 3]),
                 Some("a.io/y:1".into()),
-                "a.io/y@e".into(),
+                Some("a.io/y@e".into()),
             )
             .unwrap();
 
@@ -619,7 +621,7 @@ mod tests {
         let store = ImageStore::open(dir.path()).unwrap();
         add_layer_files(&store, &[1, 4]);
         store
-            .commit(record(1, &[1]), None, "a.io/x@d".into())
+            .commit(record(1, &[1]), None, Some("a.io/x@d".into()))
             .unwrap();
         let lease = store.lease([digest(4), digest(54)]);
         store.remove(&digest(1)).unwrap();
@@ -627,7 +629,7 @@ mod tests {
         assert!(!store.has_layer(&digest(51)));
         drop(lease);
         store
-            .commit(record(2, &[]), None, "a.io/z@f".into())
+            .commit(record(2, &[]), None, Some("a.io/z@f".into()))
             .unwrap();
         store.remove(&digest(2)).unwrap();
         assert!(!store.has_layer(&digest(54)), "collected once released");
@@ -640,7 +642,11 @@ mod tests {
             let store = ImageStore::open(dir.path()).unwrap();
             add_layer_files(&store, &[1, 7]);
             store
-                .commit(record(1, &[1]), Some("a.io/x:1".into()), "a.io/x@d".into())
+                .commit(
+                    record(1, &[1]),
+                    Some("a.io/x:1".into()),
+                    Some("a.io/x@d".into()),
+                )
                 .unwrap();
             std::fs::write(dir.path().join("tmp/half-download"), b"x").unwrap();
         }

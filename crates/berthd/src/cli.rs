@@ -39,6 +39,26 @@ pub struct Cli {
 pub enum Command {
     /// Print the effective configuration as TOML and exit
     Config,
+    /// Manage the image store
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Import the images of a docker-archive (`docker save`) or OCI archive
+    /// tarball into the store of the root directory (berthd must not be
+    /// running on it)
+    Import {
+        /// The tarball
+        file: PathBuf,
+        /// Reference to record for an archive holding a single image
+        /// (e.g. `registry.example/app:v1`), in place of the archive's names
+        #[arg(long, value_name = "REFERENCE")]
+        name: Option<String>,
+    },
 }
 
 impl Cli {

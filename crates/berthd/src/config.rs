@@ -130,7 +130,9 @@ impl LogLevel {
 pub struct CniConfig {
     /// Directory holding network configs (`*.conf`, `*.conflist`, `*.json`).
     pub conf_dir: PathBuf,
-    /// Directories searched, in order, for plugin binaries.
+    /// Directories searched, in order, for plugin binaries: `/opt/cni/bin`
+    /// first (where network add-ons install theirs, as containerd and
+    /// CRI-O look), then Debian's packaged plugins.
     pub bin_dirs: Vec<PathBuf>,
 }
 
@@ -138,7 +140,7 @@ impl Default for CniConfig {
     fn default() -> Self {
         Self {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
-            bin_dirs: vec![PathBuf::from("/usr/lib/cni"), PathBuf::from("/opt/cni/bin")],
+            bin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")],
         }
     }
 }
@@ -176,6 +178,10 @@ impl Default for StreamConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegistryConfig {
+    /// A containerd host directory (`<host>/hosts.toml`, `_default`): the
+    /// endpoints, CAs, client certificates and headers per registry host.
+    /// A directory that does not exist configures nothing; empty turns it off.
+    pub config_path: PathBuf,
     /// Hosts (`host` or `host:port`) spoken to over plain HTTP. Registries on
     /// `localhost` and `127.0.0.1` always may use plain HTTP.
     pub insecure_hosts: Vec<String>,
@@ -192,6 +198,7 @@ pub struct RegistryConfig {
 impl Default for RegistryConfig {
     fn default() -> Self {
         Self {
+            config_path: PathBuf::from(DEFAULT_REGISTRY_CONFIG_PATH),
             insecure_hosts: Vec::new(),
             mirrors: BTreeMap::new(),
             connect_timeout_seconds: 30,
@@ -200,16 +207,31 @@ impl Default for RegistryConfig {
     }
 }
 
+/// Where berthd looks for containerd-style registry host directories.
+pub const DEFAULT_REGISTRY_CONFIG_PATH: &str = "/etc/berth/certs.d";
+
 /// The mirrors of one upstream registry host.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MirrorConfig {
     /// Mirror endpoints tried in order, as URLs (`http://localhost:5000`,
-    /// `https://mirror.example.com`).
+    /// `https://mirror.example.com/prefix`); a URL's path is the mirror's
+    /// prefix before `/v2`.
     pub endpoints: Vec<String>,
-    /// Whether the upstream host is tried after every mirror failed. Off by
-    /// default: an unusable mirror is an error, never silent upstream traffic.
+    /// Whether the upstream host is tried after every mirror failed. On by
+    /// default, as containerd does with both its hosts.toml (the registry
+    /// is the last host unless `server` names another) and its older
+    /// `mirrors` table; off makes an unusable mirror fail the pull.
     pub fallback_to_upstream: bool,
+}
+
+impl Default for MirrorConfig {
+    fn default() -> Self {
+        Self {
+            endpoints: Vec::new(),
+            fallback_to_upstream: true,
+        }
+    }
 }
 
 /// The Prometheus endpoint.
@@ -318,8 +340,10 @@ impl Config {
             ("root_dir", &self.root_dir),
             ("state_dir", &self.state_dir),
             ("cni.conf_dir", &self.cni.conf_dir),
+            ("registry.config_path", &self.registry.config_path),
         ] {
-            if !path.is_absolute() {
+            let off = key == "registry.config_path" && path.as_os_str().is_empty();
+            if !path.is_absolute() && !off {
                 return Err(invalid(
                     key,
                     format!(
@@ -592,7 +616,7 @@ mod tests {
             config.registry.mirrors["docker.io"].endpoints,
             vec!["http://localhost:5000".to_string()]
         );
-        assert!(!config.registry.mirrors["docker.io"].fallback_to_upstream);
+        assert!(config.registry.mirrors["docker.io"].fallback_to_upstream);
 
         let err = parse("[registry.mirrors.\"docker.io\"]\nendpoints = [\"localhost:5000\"]\n")
             .unwrap_err()

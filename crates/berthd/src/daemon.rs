@@ -9,7 +9,6 @@ use berth_cgroups::{
     CgroupManager, CgroupfsManager, DbusSystemd, Driver, HostFeatures, ParentTracker,
     SystemdManager,
 };
-use berth_image::hosts::{Mirrors, RegistryHosts};
 use berth_image::pull::ImagePuller;
 use berth_image::store::ImageStore;
 use berth_network::cni::CniConfig;
@@ -28,6 +27,7 @@ use crate::container::ContainerManager;
 use crate::helper_binary::{HelperBinary, HostViews};
 use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
+use crate::registry::registry_hosts;
 use crate::root_lock::{RootLock, RootLockError};
 use crate::sandbox::host::Pinns;
 use crate::sandbox::metered_network::MeteredNetworks;
@@ -54,6 +54,8 @@ pub enum DaemonError {
     ImageStore(#[from] berth_image::store::StoreError),
     #[error(transparent)]
     RootLock(#[from] RootLockError),
+    #[error(transparent)]
+    Registry(#[from] berth_image::hosts::HostsError),
     #[error(transparent)]
     HelperBinary(#[from] crate::helper_binary::HelperBinaryError),
     #[error("start-up: {0}")]
@@ -93,7 +95,7 @@ fn open_context(
     let lock = RootLock::acquire(&config.root_dir)?;
     let store = ImageStore::open(&layout.images())?;
     let images = Arc::new(
-        ImagePuller::new(Arc::new(store), registry_hosts(&config)).with_timeouts(
+        ImagePuller::new(Arc::new(store), registry_hosts(&config)?).with_timeouts(
             berth_image::pull::RegistryTimeouts {
                 connect: Duration::from_secs(config.registry.connect_timeout_seconds),
                 read: Duration::from_secs(config.registry.read_timeout_seconds),
@@ -265,25 +267,6 @@ fn helper_binary(name: &str) -> Result<HelperBinary, DaemonError> {
     let helper = HelperBinary::protect(&HostViews, &path)?;
     tracing::info!(binary = %path.display(), protection = ?helper.protection(), "helper");
     Ok(helper)
-}
-
-/// The registry part of the config, as the image library takes it.
-fn registry_hosts(config: &Config) -> RegistryHosts {
-    RegistryHosts {
-        insecure_hosts: config.registry.insecure_hosts.clone(),
-        mirrors: config
-            .registry
-            .mirrors
-            .iter()
-            .map(|(host, mirror)| {
-                let mirrors = Mirrors {
-                    endpoints: mirror.endpoints.clone(),
-                    fallback_to_upstream: mirror.fallback_to_upstream,
-                };
-                (host.clone(), mirrors)
-            })
-            .collect(),
-    }
 }
 
 /// Serves CRI until SIGTERM or SIGINT.

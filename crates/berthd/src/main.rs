@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use berthd::cli::{Cli, Command};
+use berthd::cli::{Cli, Command, ImagesCommand};
 use berthd::config::Config;
 use berthd::{daemon, logging};
 
@@ -20,6 +20,20 @@ fn main() -> ExitCode {
     if let Some(Command::Config) = cli.command {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
+    }
+    if let Some(Command::Images {
+        command: ImagesCommand::Import { file, name },
+    }) = &cli.command
+    {
+        return match berthd::image_import::import(&config, file, name.as_deref()) {
+            Ok(records) => {
+                for record in records {
+                    println!("{} {}", record.id, record.repo_tags.join(" "));
+                }
+                ExitCode::SUCCESS
+            }
+            Err(err) => fail(&err),
+        };
     }
 
     let filter = match logging::filter(cli.log_level.as_deref(), config.log_level) {

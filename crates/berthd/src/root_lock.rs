@@ -38,7 +38,8 @@ impl RootLock {
         Self::acquire_within(root, HANDOVER)
     }
 
-    fn acquire_within(root: &Path, patience: Duration) -> Result<Self, RootLockError> {
+    /// Takes the lock, waiting up to `patience` for it.
+    pub fn acquire_within(root: &Path, patience: Duration) -> Result<Self, RootLockError> {
         let path = root.join("berthd.lock");
         // root's alone, like everything under the root dir
         let file = File::options()

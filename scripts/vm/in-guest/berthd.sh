@@ -27,7 +27,7 @@ case "$cmd" in
 start)
   bin="${3:?BIN_DIR}"
   mkdir -p "$work/net.d"
-  write_bridge_network "$work/net.d/10-berth.conflist" berth-guest berth-g0 \
+  write_bridge_network "$work/net.d/99-berth.conflist" berth-guest berth-g0 \
     10.90.0.0/16 "$work/cni-ipam"
   write_berthd_config "$work/runtime-config.toml" "${BERTH_GUEST_DRIVER:-auto}" "$work/net.d" 127.0.0.1:5000
   # The state dir on a tmpfs of its own, as /run is on a node: shims then

@@ -8,7 +8,7 @@
 //! # async fn example() -> Result<(), berth_network::cni::CniError> {
 //! use berth_network::cni::{CniConfig, PodNetwork};
 //!
-//! let cni = CniConfig::default(); // /etc/cni/net.d, /usr/lib/cni
+//! let cni = CniConfig::default(); // /etc/cni/net.d, /opt/cni/bin + /usr/lib/cni
 //! let Some(net) = cni.load_network()? else {
 //!     return Ok(()); // no network configured yet: NetworkReady=false
 //! };
@@ -62,9 +62,11 @@ pub const PLUGIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Where CNI configuration lives by convention.
 pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
 
-/// Where plugin binaries are looked for by default: Debian's
-/// `containernetworking-plugins`, then the upstream location.
-pub const DEFAULT_BIN_DIRS: [&str; 2] = ["/usr/lib/cni", "/opt/cni/bin"];
+/// Where plugin binaries are looked for by default: the upstream location,
+/// where network add-ons (Calico, Flannel, Cilium) install theirs, then
+/// Debian's `containernetworking-plugins`, whose older builds must not
+/// shadow an add-on's.
+pub const DEFAULT_BIN_DIRS: [&str; 2] = ["/opt/cni/bin", "/usr/lib/cni"];
 
 /// The container id given to the `loopback` plugin (it records nothing
 /// under it).

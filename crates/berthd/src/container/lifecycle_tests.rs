@@ -98,7 +98,7 @@ fn add_image(store: &ImageStore) {
         .commit(
             record,
             Some(IMAGE.into()),
-            format!("docker.io/library/fake@{}", digest('c')),
+            Some(format!("docker.io/library/fake@{}", digest('c'))),
         )
         .expect("commit");
 }
