@@ -125,7 +125,9 @@ fn describe_failures(failures: &[(String, String)]) -> String {
 /// Pulls images into an [`ImageStore`].
 pub struct ImagePuller {
     store: Arc<ImageStore>,
-    hosts: RegistryHosts,
+    /// Read once per pull, so that a reloaded registry config applies to
+    /// the next pull and never changes one under way.
+    hosts: std::sync::RwLock<Arc<RegistryHosts>>,
     platform: Platform,
     timeouts: RegistryTimeouts,
     /// Layer fetches in progress, by diff id.
@@ -157,7 +159,7 @@ impl ImagePuller {
     pub fn new(store: Arc<ImageStore>, hosts: RegistryHosts) -> Self {
         Self {
             store,
-            hosts,
+            hosts: std::sync::RwLock::new(Arc::new(hosts)),
             platform: Platform::host(),
             timeouts: RegistryTimeouts::default(),
             in_flight: Mutex::default(),
@@ -172,6 +174,23 @@ impl ImagePuller {
 
     pub fn store(&self) -> &Arc<ImageStore> {
         &self.store
+    }
+
+    /// Replaces the registry hosts later pulls use (a config reload).
+    pub fn set_hosts(&self, hosts: RegistryHosts) {
+        let hosts = Arc::new(hosts);
+        match self.hosts.write() {
+            Ok(mut current) => *current = hosts,
+            Err(poisoned) => *poisoned.into_inner() = hosts,
+        }
+    }
+
+    /// The registry hosts in force now.
+    pub fn hosts(&self) -> Arc<RegistryHosts> {
+        match self.hosts.read() {
+            Ok(hosts) => hosts.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
     }
 
     /// Pulls `image` and returns its record.
@@ -199,7 +218,7 @@ impl ImagePuller {
     ) -> Result<Resolved, PullError> {
         let mut failures = Vec::new();
         let mut not_found = true;
-        for endpoint in self.hosts.endpoints(reference.registry()) {
+        for endpoint in self.hosts().endpoints(reference.registry()) {
             match self.resolve_at(reference, &endpoint, auth).await {
                 Ok(resolved) => return Ok(resolved),
                 Err((error, is_not_found)) => {

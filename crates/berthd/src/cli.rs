@@ -6,9 +6,17 @@ use clap::{Parser, Subcommand};
 
 use crate::config::Overrides;
 
+/// berthd's version and the git commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BERTH_GIT_COMMIT"),
+    ")"
+);
+
 /// berth: a Kubernetes CRI v1 container runtime.
 #[derive(Debug, Parser)]
-#[command(name = "berthd", version, about)]
+#[command(name = "berthd", version = VERSION, about)]
 pub struct Cli {
     /// Config file [default: /etc/berth/runtime-config.toml; built-in
     /// defaults when that file is absent]
@@ -38,7 +46,17 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the effective configuration as TOML and exit
-    Config,
+    Config {
+        #[command(subcommand)]
+        what: Option<ConfigCommand>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the commented default configuration (every key, set to its
+    /// default), e.g. to start /etc/berth/runtime-config.toml from
+    Default,
 }
 
 impl Cli {

@@ -27,6 +27,7 @@ pub mod metrics_sampler;
 pub mod net_stats;
 pub mod procs;
 pub mod recovery;
+pub mod reload;
 pub mod root_lock;
 pub mod sandbox;
 pub mod server;
