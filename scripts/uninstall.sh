@@ -6,11 +6,13 @@
 #      crictl (their containers, mounts and cgroups with them; drain the
 #      node first), then berthd is stopped and disabled;
 #   2. each file the manifest lists that still has the content install gave
-#      it is removed; one changed since (an edited config) stays, named;
+#      it is removed; one changed since (an edited config) stays, named,
+#      unless --purge;
 #      files install found in place (a crictl.yaml of the operator's) were
 #      never in the manifest and stay;
 #   3. each directory install created, when empty;
-#   4. with --purge: berth's data and state (root_dir, state_dir: by default
+#   4. with --purge: also the files install made and someone changed since
+#      (the config), and berth's data and state (root_dir, state_dir: by default
 #      /var/lib/berth and /run/berth), whatever is still mounted below them
 #      unmounted first.
 #
@@ -76,6 +78,9 @@ while read -r kind sum path; do
     if [[ "$sum" == - || "$(sha256sum <"$root$path" | cut -d' ' -f1)" == "$sum" ]]; then
       rm -f "$root$path"
       log "removed $path"
+    elif ((purge)); then
+      rm -f "$root$path"
+      log "removed $path (changed since install; --purge)"
     else
       log "kept $path: changed since install"
     fi
