@@ -10,6 +10,9 @@
 #      rows, and are gone with their pod;
 #   1b. the escape suite (scripts/escape/) under the systemd driver and
 #      under cgroupfs: a hostile workload must not get out;
+#   1c. service-check: berth installed by scripts/install.sh as the
+#      berthd systemd unit; reload applies a changed mirror, restart keeps
+#      every container, uninstall --purge leaves nothing;
 #   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
 #      the development host's kernel), and a restore from the archive;
 #   3. critest v1.36.0 against berthd there, compared on the host with
@@ -26,7 +29,8 @@
 # so by default critest runs the focused subset BERTH_VM_CRITEST_FOCUS and
 # the Kubernetes stage the scenarios BERTH_VM_K8S_FOCUS (defaults below);
 # --full runs all of both. "all" runs all of one, "none" leaves it out.
-# BERTH_VM_NODE_CHECKS=0, BERTH_VM_ESCAPE=0 and BERTH_VM_CHECKPOINT_CHECK=0 leave out those
+# BERTH_VM_NODE_CHECKS=0, BERTH_VM_ESCAPE=0, BERTH_VM_SERVICE_CHECK=0 and
+# BERTH_VM_CHECKPOINT_CHECK=0 leave out those
 # parts (with both focuses "none", one part runs alone while developing it);
 # BERTH_VM_ESCAPE_FOCUS (a regexp) runs only the escape probes it matches.
 # Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR) and the
@@ -65,6 +69,9 @@ bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
 # The in-guest scripts use the repository's script library.
 mkdir -p "$share/scripts"
 cp -r scripts/lib scripts/vm scripts/k8s scripts/escape "$share/scripts/"
+# The service check installs berth with the install script and its unit.
+cp scripts/install.sh scripts/uninstall.sh "$share/scripts/"
+cp -r contrib "$share/"
 
 # shellcheck source=lib.sh
 source scripts/vm/lib.sh
@@ -85,6 +92,11 @@ if [[ "${BERTH_VM_ESCAPE:-1}" != 0 ]]; then
   [[ -n "${BERTH_VM_ESCAPE_FOCUS:-}" ]] && escape_focus_env="ESCAPE_FOCUS='$BERTH_VM_ESCAPE_FOCUS'"
   vm_sh "$escape_focus_env bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin" ||
     status=1
+fi
+if [[ "${BERTH_VM_SERVICE_CHECK:-1}" != 0 ]]; then
+  log "service check (install, systemd unit, reload, restart, uninstall)"
+  vm_run bash /mnt/share/scripts/vm/in-guest/service-check.sh /root/service /mnt/share/bin \
+    /mnt/share/scripts || status=1
 fi
 if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
   log "checkpoint check"

@@ -81,6 +81,7 @@ pub mod seccomp_default;
 pub mod security;
 pub mod signal;
 pub mod system_mounts;
+pub mod ulimits;
 pub mod user;
 pub mod userns;
 

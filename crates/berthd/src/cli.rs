@@ -6,9 +6,17 @@ use clap::{Parser, Subcommand};
 
 use crate::config::Overrides;
 
+/// berthd's version and the git commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BERTH_GIT_COMMIT"),
+    ")"
+);
+
 /// berth: a Kubernetes CRI v1 container runtime.
 #[derive(Debug, Parser)]
-#[command(name = "berthd", version, about)]
+#[command(name = "berthd", version = VERSION, about)]
 pub struct Cli {
     /// Config file [default: /etc/berth/runtime-config.toml; built-in
     /// defaults when that file is absent]
@@ -38,7 +46,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the effective configuration as TOML and exit
-    Config,
+    Config {
+        #[command(subcommand)]
+        what: Option<ConfigCommand>,
+    },
     /// Manage the image store
     Images {
         #[command(subcommand)]
@@ -59,6 +70,13 @@ pub enum ImagesCommand {
         #[arg(long, value_name = "REFERENCE")]
         name: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the commented default configuration (every key, set to its
+    /// default), e.g. to start /etc/berth/runtime-config.toml from
+    Default,
 }
 
 impl Cli {

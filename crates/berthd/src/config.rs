@@ -16,6 +16,10 @@ use crate::cgroup_driver::CgroupDriverSetting;
 /// Where berthd looks for its config when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/berth/runtime-config.toml";
 
+/// The commented default config, as `berthd config default` prints it:
+/// every key set to its built-in default (a unit test holds them equal).
+pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../../runtime-config.toml");
+
 /// The longest duration the config may set, in seconds: one year.
 pub const MAX_CONFIG_SECONDS: u64 = 365 * 24 * 3600;
 
@@ -57,6 +61,13 @@ pub struct Config {
     pub default_cgroup_parent: Option<String>,
     /// RuntimeClass handler names accepted besides the default `""`.
     pub runtime_handlers: Vec<String>,
+    /// Directory of the helper binaries (berth-shim, berth-pinns). When
+    /// absent: the directory berthd's own executable is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub helper_dir: Option<PathBuf>,
+    /// Rlimits every container gets, as `name=soft:hard` (CRI-O's
+    /// `default_ulimits`); empty: containers inherit berthd's.
+    pub default_ulimits: Vec<String>,
     pub cni: CniConfig,
     pub stream: StreamConfig,
     pub registry: RegistryConfig,
@@ -74,6 +85,8 @@ impl Default for Config {
             cgroup_driver: CgroupDriverSetting::Auto,
             default_cgroup_parent: None,
             runtime_handlers: Vec::new(),
+            helper_dir: None,
+            default_ulimits: Vec::new(),
             cni: CniConfig::default(),
             stream: StreamConfig::default(),
             registry: RegistryConfig::default(),
@@ -353,6 +366,19 @@ impl Config {
                 ));
             }
         }
+        if let Some(dir) = &self.helper_dir {
+            if !dir.is_absolute() {
+                return Err(invalid(
+                    "helper_dir",
+                    format!(
+                        "must be an absolute path, got {:?}",
+                        dir.display().to_string()
+                    ),
+                ));
+            }
+        }
+        berth_spec::ulimits::parse_all(&self.default_ulimits)
+            .map_err(|problem| invalid("default_ulimits", format!("has {problem}")))?;
         if let Some(parent) = &self.default_cgroup_parent {
             if parent.is_empty() {
                 return Err(invalid(
@@ -431,6 +457,27 @@ impl Config {
         Ok(())
     }
 
+    /// The parsed `default_ulimits` (validated when the config was loaded).
+    pub fn default_rlimits(&self) -> Vec<oci_spec::runtime::PosixRlimit> {
+        berth_spec::ulimits::parse_all(&self.default_ulimits).unwrap_or_default()
+    }
+
+    /// The directory the helper binaries are taken from: `helper_dir`; when
+    /// unset, `../libexec/berth` beside berthd's executable if berth-shim is
+    /// there (the installed layout: /usr/local/bin and
+    /// /usr/local/libexec/berth), else the executable's own directory (a
+    /// build tree).
+    pub fn helper_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.helper_dir {
+            return dir.clone();
+        }
+        let exe_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| PathBuf::from("."));
+        default_helper_dir(&exe_dir)
+    }
+
     /// The config as TOML, for `berthd config`.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self)
@@ -439,10 +486,14 @@ impl Config {
 
     /// The config as JSON for `Status` verbose info. Keys are the TOML keys,
     /// plus `rootDir`/`stateDir` under the names containerd uses, which
-    /// critest and other tools read.
-    pub fn to_info_json(&self) -> serde_json::Value {
+    /// critest and other tools read. `cgroup_driver` is the driver in use
+    /// (`auto` resolved); `cgroup_driver_setting` what the config says.
+    pub fn to_info_json(&self, driver_in_use: &str) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let serde_json::Value::Object(map) = &mut value {
+            if let Some(setting) = map.insert("cgroup_driver".into(), driver_in_use.into()) {
+                map.insert("cgroup_driver_setting".into(), setting);
+            }
             map.insert("rootDir".into(), self.root_dir.display().to_string().into());
             map.insert(
                 "stateDir".into(),
@@ -450,6 +501,17 @@ impl Config {
             );
         }
         value
+    }
+}
+
+/// The installed layout's helper directory when it holds berth-shim, else
+/// `exe_dir` itself.
+fn default_helper_dir(exe_dir: &Path) -> PathBuf {
+    let installed = exe_dir.join("../libexec/berth");
+    if installed.join("berth-shim").exists() {
+        installed
+    } else {
+        exe_dir.to_path_buf()
     }
 }
 
@@ -468,8 +530,43 @@ mod tests {
 
     #[test]
     fn repo_default_config_matches_built_in_defaults() {
-        let text = include_str!("../../../runtime-config.toml");
-        assert_eq!(parse(text).unwrap(), Config::default());
+        assert_eq!(parse(DEFAULT_CONFIG_TEXT).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn helper_dir_and_default_ulimits_parse_and_are_checked() {
+        let config = parse(
+            "helper_dir = \"/usr/local/libexec/berth\"\ndefault_ulimits = [\"nofile=1024:4096\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.helper_dir(),
+            PathBuf::from("/usr/local/libexec/berth")
+        );
+        assert_eq!(config.default_rlimits().len(), 1);
+        assert_eq!(config.default_rlimits()[0].hard(), 4096);
+        let err = parse("default_ulimits = [\"nofiles=1\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("default_ulimits") && err.contains("nofiles"),
+            "{err}"
+        );
+        let err = parse("helper_dir = \"libexec\"\n").unwrap_err().to_string();
+        assert!(err.contains("helper_dir"), "{err}");
+        assert!(parse("").unwrap().helper_dir().is_absolute());
+    }
+
+    #[test]
+    fn helpers_default_to_libexec_berth_beside_the_binary_else_its_own_dir() {
+        let root = tempfile::tempdir().unwrap();
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        assert_eq!(default_helper_dir(&bin), bin);
+        let libexec = root.path().join("libexec/berth");
+        std::fs::create_dir_all(&libexec).unwrap();
+        std::fs::write(libexec.join("berth-shim"), "").unwrap();
+        assert_eq!(default_helper_dir(&bin), bin.join("../libexec/berth"));
     }
 
     /// runtime-config.toml is the reference operators read: every key the
@@ -672,7 +769,9 @@ mod tests {
 
     #[test]
     fn info_json_carries_state_dir() {
-        let json = Config::default().to_info_json();
+        let json = Config::default().to_info_json("systemd");
+        assert_eq!(json["cgroup_driver"], "systemd");
+        assert_eq!(json["cgroup_driver_setting"], "auto");
         assert_eq!(json["stateDir"], "/run/berth");
         assert_eq!(json["state_dir"], "/run/berth");
     }

@@ -126,7 +126,7 @@ fn open_context(
         layers_dir: layout.containers(),
         runtime_root: StateLayout::new(&config.state_dir).runtime_root(),
         shims_dir: StateLayout::new(&config.state_dir).shims(),
-        shim: helper_binary("berth-shim")?,
+        shim: helper_binary(&config.helper_dir(), "berth-shim")?,
         shims: Arc::new(ShimProcesses),
         mounts: Arc::new(OverlayMounts),
         // Container cgroups are read and updated as files under either
@@ -143,6 +143,7 @@ fn open_context(
         },
         trim_mounts: own_mount(&config.state_dir),
         states: crate::container::state_cache::StateCache::for_fd_limit(),
+        default_rlimits: config.default_rlimits(),
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let fs_usage = crate::fs_usage::FsUsageCache::new(layout.images(), layout.containers());
@@ -245,7 +246,7 @@ fn open_sandboxes(
             metrics: metrics.clone(),
         }),
         namespaces: Arc::new(Pinns {
-            binary: helper_binary("berth-pinns")?,
+            binary: helper_binary(&config.helper_dir(), "berth-pinns")?,
         }),
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
         runtime_handlers: config.runtime_handlers.clone(),
@@ -256,25 +257,52 @@ fn open_sandboxes(
     })
 }
 
-/// A helper binary installed next to berthd, behind a view no container
-/// can write through (`helper_binary.rs`); berthd does not start without
-/// one.
-fn helper_binary(name: &str) -> Result<HelperBinary, DaemonError> {
-    let path = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join(name)))
-        .unwrap_or_else(|| PathBuf::from(name));
+/// A helper binary from the helper directory (`helper_dir`), behind a
+/// view no container can write through (`helper_binary.rs`); berthd does
+/// not start without it, naming the path it looked at.
+fn helper_binary(dir: &Path, name: &str) -> Result<HelperBinary, DaemonError> {
+    let path = dir.join(name);
+    crate::helper_binary::check_executable(&path)?;
     let helper = HelperBinary::protect(&HostViews, &path)?;
     tracing::info!(binary = %path.display(), protection = ?helper.protection(), "helper");
     Ok(helper)
 }
 
-/// Serves CRI until SIGTERM or SIGINT.
+/// Raises berthd's soft open-file limit to its hard one: berthd holds an
+/// fd per shim, pidfd and watch, and containers inherit the shim's limits
+/// unless `default_ulimits` sets them.
+pub fn raise_nofile_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::info!(from = soft, to = hard, "raised the open-file limit"),
+            Err(err) => {
+                tracing::warn!(soft, hard, error = %err, "cannot raise the open-file limit")
+            }
+        },
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "cannot read the open-file limit"),
+    }
+}
+
+/// Tells systemd (Type=notify) how berthd is doing; nothing without
+/// NOTIFY_SOCKET, i.e. when not run as such a unit.
+fn notify(states: &[sd_notify::NotifyState]) {
+    if let Err(err) = sd_notify::notify(states) {
+        tracing::warn!(error = %err, "cannot notify systemd");
+    }
+}
+
+/// Serves CRI until SIGTERM or SIGINT; reloads the config on SIGHUP.
 pub async fn run(
     config: Config,
     cgroup_driver: Driver,
     source: &ConfigSource,
+    reload: crate::reload::ReloadInputs,
 ) -> Result<(), DaemonError> {
+    // SIGHUP's default action ends the process: take it over before
+    // anything else, so that an early `systemctl reload` never kills berthd.
+    let mut sighup = signal(SignalKind::hangup()).map_err(DaemonError::Signal)?;
     let socket = config.listen.clone();
     let listener = listener::bind(&socket)?;
     let (mut context, _root_lock) = match open_context(config, cgroup_driver) {
@@ -290,7 +318,7 @@ pub async fn run(
     // Creates a kill cut short, before anything new can start.
     crate::recovery::recover(&context.sandboxes, &context.containers).await;
     tracing::info!(
-        version = env!("CARGO_PKG_VERSION"),
+        version = crate::cli::VERSION,
         config = %source,
         listen = %socket.display(),
         stream_server = %context.streams.local_addr(),
@@ -311,6 +339,7 @@ pub async fn run(
                 _ = sigint.recv() => "SIGINT",
             };
             tracing::info!(signal = name, "shutting down: finishing in-flight calls");
+            notify(&[sd_notify::NotifyState::Stopping]);
             stopping.notify_one();
         }
     };
@@ -342,6 +371,18 @@ pub async fn run(
         None
     };
     let metrics = context.metrics.clone();
+    let mut reloader =
+        crate::reload::Reloader::new(reload, context.images.clone(), context.config.clone());
+    tokio::spawn(async move {
+        while sighup.recv().await.is_some() {
+            tracing::info!(signal = "SIGHUP", "reloading the config");
+            let mut states = vec![sd_notify::NotifyState::Reloading];
+            states.extend(sd_notify::NotifyState::monotonic_usec_now().ok());
+            notify(&states);
+            reloader.reload();
+            notify(&[sd_notify::NotifyState::Ready]);
+        }
+    });
     let service = CriService::new(context);
     if let Some(exits) = exits {
         service.start_events(exits).await;
@@ -369,6 +410,13 @@ pub async fn run(
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
         )
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
+    // The socket is bound and the services built: calls are served from
+    // here on (connections made earlier wait in the listen backlog).
+    notify(&[
+        sd_notify::NotifyState::MainPid(std::process::id()),
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("serving CRI"),
+    ]);
     let grace_expired = async {
         stopping.notified().await;
         tokio::time::sleep(SHUTDOWN_GRACE).await;

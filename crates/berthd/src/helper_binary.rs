@@ -66,6 +66,11 @@ pub trait BinaryViews {
 #[derive(Debug, thiserror::Error)]
 pub enum HelperBinaryError {
     #[error(
+        "helper binary {path} {problem}; install berth's helpers there or set `helper_dir` \
+         in the config to the directory holding them"
+    )]
+    Unusable { path: PathBuf, problem: String },
+    #[error(
         "cannot run {path} out of the containers' reach: no read-only mount of it ({mount}) \
          and no sealed copy ({copy}); berthd does not start helpers a container could replace"
     )]
@@ -152,8 +157,35 @@ impl HelperBinary {
     pub fn command(&self) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.exec);
         command.arg0(&self.path);
+        // systemd's notify socket is berthd's alone: a helper (or a
+        // container it starts) must not be able to send READY or STOPPING.
+        command.env_remove("NOTIFY_SOCKET");
         command
     }
+}
+
+/// Checks that `path` is an executable regular file, so that berthd stops
+/// at start naming it rather than failing the first container create.
+pub fn check_executable(path: &Path) -> Result<(), HelperBinaryError> {
+    use std::os::unix::fs::PermissionsExt;
+    let unusable = |problem: String| HelperBinaryError::Unusable {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let meta = std::fs::metadata(path).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => unusable("is missing".to_string()),
+        _ => unusable(format!("cannot be read: {err}")),
+    })?;
+    if !meta.is_file() {
+        return Err(unusable("is not a regular file".to_string()));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(unusable(format!(
+            "is not executable (mode {:o})",
+            meta.permissions().mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// The view, if it really refuses writers: a view that does not is an
@@ -220,6 +252,25 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
+
+    #[test]
+    fn missing_or_non_executable_helpers_are_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("berth-shim");
+        let err = check_executable(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("berth-shim is missing") && err.contains("helper_dir"),
+            "{err}"
+        );
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = check_executable(&path).unwrap_err().to_string();
+        assert!(err.contains("not executable (mode 644)"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        check_executable(&path).unwrap();
+        assert!(check_executable(dir.path()).is_err());
+    }
 
     /// Views whose making and checking fail or succeed as told; each view
     /// is an fd of /dev/null.

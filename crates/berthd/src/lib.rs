@@ -30,6 +30,7 @@ pub mod process_metrics;
 pub mod procs;
 pub mod recovery;
 pub mod registry;
+pub mod reload;
 pub mod root_lock;
 pub mod sandbox;
 pub mod server;

@@ -32,15 +32,26 @@ fn expand_bare_level(filter: &str) -> String {
     format!("{level},h2=info,hyper=info,hyper_util=info,tower=info,tonic=info")
 }
 
+/// Swaps the filter of the running subscriber (SIGHUP's `log_level`).
+pub type LogHandle = tracing_subscriber::reload::Handle<EnvFilter, tracing_subscriber::Registry>;
+
 /// Installs the global subscriber, logging to stderr; colours only on a
-/// terminal, so logs kept in files and journals stay greppable.
-pub fn init(filter: EnvFilter) {
+/// terminal, so logs kept in files and journals stay greppable. The handle
+/// replaces the filter later.
+pub fn init(filter: EnvFilter) -> LogHandle {
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
         .init();
+    handle
 }
 
 #[cfg(test)]

@@ -4,12 +4,20 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use berthd::cli::{Cli, Command, ImagesCommand};
+use berthd::cli::{Cli, Command, ConfigCommand, ImagesCommand};
 use berthd::config::Config;
 use berthd::{daemon, logging};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The defaults print whatever the installed config holds.
+    if let Some(Command::Config {
+        what: Some(ConfigCommand::Default),
+    }) = cli.command
+    {
+        print!("{}", berthd::config::DEFAULT_CONFIG_TEXT);
+        return ExitCode::SUCCESS;
+    }
     let loaded = Config::load(cli.config.as_deref())
         .and_then(|(config, source)| Ok((config.with_overrides(&cli.overrides())?, source)));
     let (config, source) = match loaded {
@@ -17,7 +25,7 @@ fn main() -> ExitCode {
         Err(err) => return fail(&err),
     };
 
-    if let Some(Command::Config) = cli.command {
+    if let Some(Command::Config { what: None }) = cli.command {
         print!("{}", config.to_toml());
         return ExitCode::SUCCESS;
     }
@@ -40,7 +48,8 @@ fn main() -> ExitCode {
         Ok(filter) => filter,
         Err(err) => return fail(&err),
     };
-    logging::init(filter);
+    let log = logging::init(filter);
+    daemon::raise_nofile_limit();
 
     let cgroup_driver = match daemon::preflight(&config) {
         Ok(driver) => driver,
@@ -53,7 +62,13 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return fail(&err),
     };
-    match runtime.block_on(daemon::run(config, cgroup_driver, &source)) {
+    let reload = berthd::reload::ReloadInputs {
+        path: cli.config.clone(),
+        overrides: cli.overrides(),
+        log_flag: cli.log_level.clone(),
+        log: Some(log),
+    };
+    match runtime.block_on(daemon::run(config, cgroup_driver, &source, reload)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => fail(&err),
     }

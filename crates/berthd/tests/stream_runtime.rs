@@ -161,6 +161,7 @@ impl Runtime {
             cdi_spec_dirs: Vec::new(),
             criu: Arc::new(berthd::container::host::CriuBinary),
             criu_check: Default::default(),
+            default_rlimits: Vec::new(),
             features: berth_spec::CgroupFeatures::default(),
             trim_mounts: None,
             states: berthd::container::state_cache::StateCache::new(64),

@@ -408,6 +408,7 @@ impl ContainerManager {
             host: &OsHost,
         };
         let mut spec = berth_spec::container_spec(&inputs)?;
+        berth_spec::ulimits::apply_defaults(&mut spec, &self.default_rlimits);
         self.apply_cdi(&mut spec, c.config)?;
         if let Some(userns) = c.sandbox.namespaces.get("user") {
             self.idmap_binds(&mut spec, c, dirs, rootfs, userns)?;

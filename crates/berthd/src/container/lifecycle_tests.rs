@@ -55,6 +55,7 @@ async fn fixture() -> Fixture {
             journal: journal.clone(),
         }),
         criu_check: Default::default(),
+        default_rlimits: Vec::new(),
         features: berth_spec::CgroupFeatures::default(),
         trim_mounts: None,
         states: super::state_cache::StateCache::new(64),

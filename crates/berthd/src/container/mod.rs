@@ -75,6 +75,8 @@ pub struct ContainerManager {
     /// Whether CRIU can run here: probed at the first checkpoint, kept
     /// (but for a probe that timed out).
     pub criu_check: tokio::sync::Mutex<Option<Result<(), host::CriuUnusable>>>,
+    /// `default_ulimits`: the rlimits of containers that set none.
+    pub default_rlimits: Vec<oci_spec::runtime::PosixRlimit>,
     /// The state dir, when it is a mount of its own (read at start-up):
     /// shims then create containers in a mount table without the other
     /// pods' mounts (berth-shim's `mount_view`).

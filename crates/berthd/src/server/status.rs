@@ -22,7 +22,12 @@ impl CriService {
         let config = &self.context().config;
         let mut info = HashMap::new();
         if request.verbose {
-            info.insert("config".to_string(), config.to_info_json().to_string());
+            info.insert(
+                "config".to_string(),
+                config
+                    .to_info_json(self.context().cgroup_driver.as_str())
+                    .to_string(),
+            );
         }
         StatusResponse {
             status: Some(RuntimeStatus {
