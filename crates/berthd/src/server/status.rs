@@ -35,6 +35,7 @@ impl CriService {
                 // berth-spec applies Merge and Strict group policies.
                 supplemental_groups_policy: true,
                 user_namespaces_host_network: false,
+                mount_options: false,
             }),
         }
     }
