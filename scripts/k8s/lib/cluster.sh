@@ -103,7 +103,10 @@ start_apiserver() {
   # Hostname first in the address types: the node is named after a host name
   # that resolves to loopback, where kubelet listens (a node IP may not be a
   # loopback address).
-  "$K8S_BIN/kube-apiserver" \
+  local gates=()
+  # VolumeBindMountOptions (alpha in 1.37): pods may ask for noexec volumes.
+  if ((K8S_MINOR >= 37)); then gates+=(--feature-gates VolumeBindMountOptions=true); fi
+  "$K8S_BIN/kube-apiserver" "${gates[@]}" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
     --secure-port "$APISERVER_PORT" --cert-dir "$WORK/apiserver-certs" \
@@ -179,6 +182,7 @@ authentication:
 authorization: {mode: Webhook}
 featureGates:
   PodAndContainerStatsFromCRI: true
+$(if ((K8S_MINOR >= 37)); then echo "  VolumeBindMountOptions: true"; fi)
 podLogsDir: $WORK/pod-logs
 staticPodPath: $WORK/manifests
 volumePluginDir: $WORK/volume-plugins
