@@ -98,7 +98,7 @@ K8S_BIN="$(nice -n 10 bash "$repo/scripts/k8s/install.sh")"
 # scenarios run, only there, so the previous minor runs the same stage.
 K8S_MINOR="$("$K8S_BIN/kubelet" --version | sed -n 's/^Kubernetes v1\.\([0-9]*\)\..*/\1/p')"
 [[ -n "$K8S_MINOR" ]] || { log "cannot read the version of $K8S_BIN/kubelet"; exit 1; }
-log "Kubernetes $("$K8S_BIN/kubelet" --version) from $K8S_BIN"
+log "kubelet: $("$K8S_BIN/kubelet" --version)"
 WORK="$(mktemp -d /tmp/berth-k8s-e2e.XXXXXX)"
 # Searchable by others (not listable): libcontainer opens the rootfs of a
 # hostUsers: false pod's container from inside its user namespace, through

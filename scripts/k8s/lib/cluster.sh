@@ -100,6 +100,8 @@ start_etcd() {
 
 start_apiserver() {
   # Loopback only; the Node authorizer and RBAC as a real cluster has them.
+  # No endpoint reconciler: since 1.37 it refuses a loopback advertise
+  # address, and nothing here reaches the API server through its Service.
   # Hostname first in the address types: the node is named after a host name
   # that resolves to loopback, where kubelet listens (a node IP may not be a
   # loopback address).
@@ -109,6 +111,7 @@ start_apiserver() {
   "$K8S_BIN/kube-apiserver" "${gates[@]}" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --endpoint-reconciler-type none \
     --secure-port "$APISERVER_PORT" --cert-dir "$WORK/apiserver-certs" \
     --token-auth-file "$WORK/pki/tokens.csv" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \

@@ -17,7 +17,7 @@ mount_options_pod() {
   containers:
   - name: app
     image: $BUSYBOX
-    command: [sh, -c, 'cp /bin/busybox /plain/bb && sleep 36000']
+    command: [sh, -c, 'cp /bin/busybox /plain/busybox && sleep 36000']
     volumeMounts:
     - {name: scratch, mountPath: /plain}
     - {name: scratch, mountPath: /locked, bindMountOptions: [noexec, nosuid, nodev]}
@@ -34,11 +34,11 @@ scn_mount_options() {
   for option in noexec nosuid nodev; do
     [[ ",$flags," == *",$option,"* ]] || fail "/locked is mounted with \"$flags\", without $option"
   done
-  out="$(kubectl exec mountopts -c app -- /plain/bb echo ran 2>&1)" ||
+  out="$(kubectl exec mountopts -c app -- /plain/busybox echo ran 2>&1)" ||
     fail "the binary does not run from the plain mount: $out"
   [[ "$out" == ran ]] || fail "the binary on the plain mount printed: $out"
   # Through the image's shell, so the refusal is the kernel's (exit 126).
-  out="$(kubectl exec mountopts -c app -- sh -c '/locked/bb echo ran' 2>&1)" || status=$?
+  out="$(kubectl exec mountopts -c app -- sh -c '/locked/busybox echo ran' 2>&1)" || status=$?
   ((status != 0)) || fail "the binary ran from the noexec mount: $out"
   grep -qi 'permission denied' <<<"$out" || fail "running from the noexec mount failed otherwise: $out"
   kubectl delete pod mountopts --wait=true --timeout=60s >/dev/null
