@@ -1233,3 +1233,38 @@ async fn removing_an_image_while_a_pull_uses_its_layers_keeps_them() {
         "the layer B's pull was using was deleted with A"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn images_named_in_pinned_images_are_reported_pinned() {
+    let registry = TestRegistry::start();
+    let kept = registry
+        .push_image("test/kept", &["v1"], &tiny_image("pinned"))
+        .await;
+    let other = registry
+        .push_image("test/other", &["v1"], &tiny_image("not-pinned"))
+        .await;
+    let kept_ref = registry.reference("test/kept:v1");
+    let other_ref = registry.reference("test/other:v1");
+    // One name that is pulled, one that never is (it pins nothing).
+    let never = registry.reference("test/never:v1");
+    let berthd = Berthd::start(&format!("pinned_images = [{kept_ref:?}, {never:?}]"));
+    let images = berthd.image_client().await;
+    pull_ok(&images, &kept_ref).await;
+    pull_ok(&images, &other_ref).await;
+
+    // By every name of the image: the pin follows the image, not the name.
+    for name in [kept_ref.as_str(), kept.id()] {
+        assert!(status_ok(&images, name).await.pinned, "ImageStatus {name}");
+    }
+    assert!(!status_ok(&images, &other_ref).await.pinned);
+    let all = list(&images, None).await;
+    let pinned: Vec<&str> = all
+        .iter()
+        .filter(|image| image.pinned)
+        .map(|image| image.id.as_str())
+        .collect();
+    assert_eq!(pinned, [kept.id()], "{all:?}");
+    assert!(all
+        .iter()
+        .any(|image| image.id == other.id() && !image.pinned));
+}

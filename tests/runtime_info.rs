@@ -146,12 +146,12 @@ async fn status_lists_the_default_handler_and_only_real_features() {
     // mount_setattr (5.12) and idmapped overlay layers (5.19).
     assert!(features.recursive_read_only_mounts);
     assert!(features.user_namespaces);
-    assert!(
-        status
-            .features
-            .expect("features")
-            .supplemental_groups_policy
-    );
+    let features = status.features.expect("features");
+    assert!(features.supplemental_groups_policy);
+    // KEP-5855: noexec, nodev and nosuid reach the bind (berth-spec).
+    assert!(features.mount_options);
+    // Not built: a hostUsers: false pod on the host network is refused.
+    assert!(!features.user_namespaces_host_network);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Kubernetes end-to-end stage: a one-node cluster on loopback (etcd,
-# kube-apiserver, kubelet v1.36.4 registered against a berthd of its own),
+# kube-apiserver, kubelet v1.37.2 registered against a berthd of its own),
 # then the scenarios in scripts/k8s/scenarios/, each printing `PASS <name>`
 # or `FAIL <name>: <reason>`, and `k8s-e2e: N passed, N failed` at the end.
 # Exits non-zero on any FAIL. It leaves the host as it found it: everything
@@ -14,6 +14,8 @@
 #   BERTH_K8S_KEEP=1           keep the work dir (logs of every component and
 #                              scenario) after the run
 #   BERTH_K8S_BIN              where scripts/k8s/install.sh installs the binaries
+#   BERTH_K8S_VERSION          the Kubernetes to run (default v1.37.2); the
+#                              version-skew run uses v1.36.4, the previous minor
 #   BERTH_K8S_CGROUP_DRIVER    berthd's cgroup_driver (default cgroupfs; the
 #                              guest stage uses auto, which resolves to systemd)
 #   BERTH_K8S_EXPECT_DRIVER    the driver kubelet must take from berth
@@ -91,6 +93,12 @@ done
 host_check_clean
 
 K8S_BIN="$(nice -n 10 bash "$repo/scripts/k8s/install.sh")"
+# The minor version under test (BERTH_K8S_VERSION picks it, see
+# scripts/k8s/install.sh): what a newer minor adds is switched on, and its
+# scenarios run, only there, so the previous minor runs the same stage.
+K8S_MINOR="$("$K8S_BIN/kubelet" --version | sed -n 's/^Kubernetes v1\.\([0-9]*\)\..*/\1/p')"
+[[ -n "$K8S_MINOR" ]] || { log "cannot read the version of $K8S_BIN/kubelet"; exit 1; }
+log "kubelet: $("$K8S_BIN/kubelet" --version)"
 WORK="$(mktemp -d /tmp/berth-k8s-e2e.XXXXXX)"
 # Searchable by others (not listable): libcontainer opens the rootfs of a
 # hostUsers: false pod's container from inside its user namespace, through

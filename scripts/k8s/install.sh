@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # Installs the pinned Kubernetes binaries the end-to-end stage runs: etcd and
-# etcdctl, kube-apiserver, kubelet and kubectl, built from the Go module proxy
-# (see /work/shared/KUBERNETES.md). Builds only when a binary is missing or
-# the version stamp differs; the Go build cache is the default one, kept
-# between runs like any build output.
+# etcdctl, kube-apiserver, kubelet, kubectl (and kubeadm from 1.37 on), built
+# from the Go module proxy (see /work/shared/KUBERNETES.md). Builds only
+# when a binary is missing or the version stamp differs; the Go build cache
+# is the default one, kept between runs like any build output.
 #
 #   scripts/k8s/install.sh          prints the install directory on stdout
 #
 # Environment: BERTH_K8S_BIN (install directory, default
 # /usr/local/lib/berth-k8s/<kubernetes version>), BERTH_K8S_VERSION (default
-# v1.36.4), BERTH_ETCD_VERSION (default v3.6.8, the one that Kubernetes pins).
+# v1.37.2), BERTH_ETCD_VERSION (default: the one that version of Kubernetes
+# pins, v3.7.0 for v1.37.2 and v3.6.8 for v1.36.4).
 set -euo pipefail
 
-K8S_VERSION="${BERTH_K8S_VERSION:-v1.36.4}"
-ETCD_VERSION="${BERTH_ETCD_VERSION:-v3.6.8}"
+K8S_VERSION="${BERTH_K8S_VERSION:-v1.37.2}"
+# etcd as Kubernetes pins it (build/dependencies.yaml) for each version used.
+case "$K8S_VERSION" in
+v1.36.*) default_etcd=v3.6.8 ;;
+*) default_etcd=v3.7.0 ;;
+esac
+ETCD_VERSION="${BERTH_ETCD_VERSION:-$default_etcd}"
 BIN="${BERTH_K8S_BIN:-/usr/local/lib/berth-k8s/$K8S_VERSION}"
 # Upstream's release tags (hack/lib/golang.sh, non-debug builds).
 TAGS="selinux,notest,grpcnotrace"
 BINARIES=(etcd etcdctl kube-apiserver kubelet kubectl)
+# kubeadm from 1.37 on (the kubeadm-made node); the skew run's v1.36.4
+# install stays as it was built, so it is not rebuilt for a binary it
+# does not use.
+[[ "$K8S_VERSION" == v1.36.* ]] || BINARIES+=(kubeadm)
 STAMP_TEXT="kubernetes $K8S_VERSION etcd $ETCD_VERSION tags $TAGS"
 
 log() { echo "k8s-install: $*" >&2; }
@@ -93,7 +103,8 @@ build_kubernetes() {
   done
 
   local cmd cgo
-  for cmd in kubectl kube-apiserver kubelet; do
+  for cmd in kubectl kubeadm kube-apiserver kubelet; do
+    [[ " ${BINARIES[*]} " == *" $cmd "* ]] || continue
     # kubelet links with cgo as upstream ships it; the others are static.
     cgo=0
     [[ "$cmd" == kubelet ]] && cgo=1

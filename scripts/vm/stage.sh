@@ -18,7 +18,7 @@
 #   3. critest v1.36.0 against berthd there, compared on the host with
 #      tests/critest-expected-failures-guest.txt;
 #   4. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
-#      kube-apiserver and kubelet v1.36.4 with cgroupDriver unset, which must
+#      kube-apiserver and kubelet v1.37.2 with cgroupDriver unset, which must
 #      take systemd from berth, and its scenarios, among them a static pod
 #      with limits (scopes in the pod's slice, gone with the pod) and
 #      kubectl debug --target.

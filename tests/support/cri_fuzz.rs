@@ -1219,6 +1219,15 @@ fn mount(rng: &mut Rng, world: &mut World) -> Mount {
         } else {
             String::new()
         },
+        // KEP-5855's options, and ones berth must refuse naming the field.
+        mount_options: (0..rng.below(3))
+            .map(|_| match rng.below(5) {
+                0 => "noexec".into(),
+                1 => "nodev".into(),
+                2 => "nosuid".into(),
+                _ => string(rng, world),
+            })
+            .collect(),
     }
 }
 

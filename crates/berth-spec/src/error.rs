@@ -47,6 +47,14 @@ pub enum SpecError {
         #[source]
         source: io::Error,
     },
+    /// A `mount_options` entry berth does not apply (KEP-5855 defines
+    /// `noexec`, `nodev` and `nosuid`; anything else would be ignored).
+    #[error("mount_options: {option:?} on mount {destination:?} is not supported (berth applies {supported})")]
+    UnsupportedMountOption {
+        option: String,
+        destination: String,
+        supported: &'static str,
+    },
     /// `recursive_read_only` on a mount that is not `readonly`.
     #[error("recursive read-only mount conflicts with a read-write mount (host path {0:?})")]
     RecursiveReadOnlyNeedsReadOnly(String),

@@ -15,7 +15,10 @@
 //!   `rootfsPropagation` values, applied recursively; libcontainer refuses
 //!   runc's `rslave`/`rshared` spellings there);
 //! - `recursive_read_only` becomes `rro`, and needs `readonly` and private
-//!   propagation (critest checks both refusals).
+//!   propagation (critest checks both refusals);
+//! - `mount_options` (KEP-5855) `noexec`, `nodev` and `nosuid` are added to
+//!   the bind's options (the kernel applies them to the new mount only);
+//!   any other option is refused rather than silently dropped.
 //!
 //! Host paths must exist: berth creates nothing on the host (kubelet has
 //! already created `DirectoryOrCreate` volumes), and a missing path is an
@@ -88,6 +91,28 @@ pub fn check_proc_safety(destination: &str) -> Result<(), SpecError> {
     ))
 }
 
+/// The `mount_options` berth applies to a bind mount: exactly the set
+/// kubelet's API validation admits (`BindMountOption`).
+pub const BIND_MOUNT_OPTIONS: &[&str] = &["noexec", "nodev", "nosuid"];
+
+/// `mount.mount_options` checked against [`BIND_MOUNT_OPTIONS`], each once.
+fn extra_bind_options(mount: &CriMount) -> Result<Vec<String>, SpecError> {
+    let mut options: Vec<String> = Vec::new();
+    for option in &mount.mount_options {
+        if !BIND_MOUNT_OPTIONS.contains(&option.as_str()) {
+            return Err(SpecError::UnsupportedMountOption {
+                option: option.clone(),
+                destination: mount.container_path.clone(),
+                supported: "noexec, nodev, nosuid",
+            });
+        }
+        if !options.contains(option) {
+            options.push(option.clone());
+        }
+    }
+    Ok(options)
+}
+
 /// Converts one CRI mount to an OCI bind mount, with the root propagation
 /// it asks for (`None`: private).
 pub fn bind_mount(
@@ -99,6 +124,7 @@ pub fn bind_mount(
         return Err(SpecError::RelativeMountDestination(destination.clone()));
     }
     check_proc_safety(destination)?;
+    let extra_options = extra_bind_options(mount)?;
     if mount.host_path.is_empty() && mount.image.is_some() {
         return Err(SpecError::ImageVolumeUnresolved(destination.clone()));
     }
@@ -158,11 +184,13 @@ pub fn bind_mount(
         (true, false) => "ro",
         (false, _) => "rw",
     };
+    let mut options = vec!["rbind".to_string(), option.into(), access.into()];
+    options.extend(extra_options);
     let mut oci = Mount::default();
     oci.set_destination(destination.into())
         .set_typ(Some("bind".into()))
         .set_source(Some(source))
-        .set_options(Some(vec!["rbind".into(), option.into(), access.into()]));
+        .set_options(Some(options));
     Ok((oci, root))
 }
 

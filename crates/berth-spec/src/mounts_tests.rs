@@ -42,6 +42,28 @@ fn private_read_write_bind() {
 }
 
 #[test]
+fn mount_options_are_added_once_and_others_refused() {
+    let host = FakeHost::new().with_path("/data");
+    let mut m = cri("/mnt", "/data");
+    m.mount_options = vec![
+        "noexec".into(),
+        "nosuid".into(),
+        "noexec".into(),
+        "nodev".into(),
+    ];
+    assert_eq!(
+        options(&bind_mount(&m, &host).unwrap().0),
+        ["rbind", "rprivate", "rw", "noexec", "nosuid", "nodev"]
+    );
+    m.mount_options = vec!["nosuid".into(), "exec".into()];
+    let err = bind_mount(&m, &host).unwrap_err().to_string();
+    assert!(
+        err.contains("mount_options") && err.contains("\"exec\""),
+        "{err}"
+    );
+}
+
+#[test]
 fn readonly_and_recursive_readonly() {
     let host = FakeHost::new().with_path("/data");
     let mut m = cri("/mnt", "/data");

@@ -97,8 +97,10 @@ pub fn stop_signal(config: &ContainerConfig, image: &ImageConfigView) -> Result<
     match Signal::try_from(config.stop_signal) {
         Ok(Signal::RuntimeDefault) | Err(_) => {}
         Ok(signal) => {
-            return parse_signal(signal.as_str_name())
-                .ok_or_else(|| SpecError::UnknownSignal(signal.as_str_name().to_string()));
+            // The enum's names are `SIGNAL_SIGTERM` since cri-api v0.37.
+            let name = signal.as_str_name();
+            return parse_signal(name.strip_prefix("SIGNAL_").unwrap_or(name))
+                .ok_or_else(|| SpecError::UnknownSignal(name.to_string()));
         }
     }
     if image.stop_signal.is_empty() {
@@ -139,12 +141,24 @@ mod tests {
     fn every_cri_signal_has_a_number() {
         for value in 1..=65 {
             let signal = Signal::try_from(value).unwrap();
+            let config = ContainerConfig {
+                stop_signal: value,
+                ..Default::default()
+            };
             assert!(
-                parse_signal(signal.as_str_name()).is_some(),
+                stop_signal(&config, &ImageConfigView::default()).is_ok(),
                 "{}",
                 signal.as_str_name()
             );
         }
+        let config = ContainerConfig {
+            stop_signal: Signal::Sigrtminplus3 as i32,
+            ..Default::default()
+        };
+        assert_eq!(
+            stop_signal(&config, &ImageConfigView::default()).unwrap(),
+            SIGRTMIN + 3
+        );
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub struct Config {
     /// Rlimits every container gets, as `name=soft:hard` (CRI-O's
     /// `default_ulimits`); empty: containers inherit berthd's.
     pub default_ulimits: Vec<String>,
+    /// Images reported `pinned` (kubelet's image GC never removes them),
+    /// by any name `ImageStatus` takes: a tag, a digest or an id.
+    pub pinned_images: Vec<String>,
     pub cni: CniConfig,
     pub stream: StreamConfig,
     pub registry: RegistryConfig,
@@ -87,6 +90,7 @@ impl Default for Config {
             runtime_handlers: Vec::new(),
             helper_dir: None,
             default_ulimits: Vec::new(),
+            pinned_images: Vec::new(),
             cni: CniConfig::default(),
             stream: StreamConfig::default(),
             registry: RegistryConfig::default(),
@@ -400,6 +404,16 @@ impl Config {
                 ));
             }
         }
+        if let Some(bad) = self
+            .pinned_images
+            .iter()
+            .find(|name| name.trim().is_empty() || name.contains(char::is_whitespace))
+        {
+            return Err(invalid(
+                "pinned_images",
+                format!("has {bad:?}; each entry names an image (tag, digest or id)"),
+            ));
+        }
         for (key, value) in [
             ("stream.token_ttl_seconds", self.stream.token_ttl_seconds),
             (
@@ -636,6 +650,18 @@ mod tests {
             err.contains("cgroup_driver"),
             "should list allowed keys: {err}"
         );
+    }
+
+    #[test]
+    fn pinned_images_take_names_and_refuse_blank_ones() {
+        let config = parse("pinned_images = [\"registry.k8s.io/pause:3.10\"]\n").unwrap();
+        assert_eq!(config.pinned_images, ["registry.k8s.io/pause:3.10"]);
+        for bad in ["\"\"", "\"a b\""] {
+            let err = parse(&format!("pinned_images = [{bad}]\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("pinned_images"), "{err}");
+        }
     }
 
     #[test]

@@ -100,12 +100,18 @@ start_etcd() {
 
 start_apiserver() {
   # Loopback only; the Node authorizer and RBAC as a real cluster has them.
+  # No endpoint reconciler: since 1.37 it refuses a loopback advertise
+  # address, and nothing here reaches the API server through its Service.
   # Hostname first in the address types: the node is named after a host name
   # that resolves to loopback, where kubelet listens (a node IP may not be a
   # loopback address).
-  "$K8S_BIN/kube-apiserver" \
+  local gates=()
+  # VolumeBindMountOptions (alpha in 1.37): pods may ask for noexec volumes.
+  if ((K8S_MINOR >= 37)); then gates+=(--feature-gates VolumeBindMountOptions=true); fi
+  "$K8S_BIN/kube-apiserver" "${gates[@]}" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --endpoint-reconciler-type none \
     --secure-port "$APISERVER_PORT" --cert-dir "$WORK/apiserver-certs" \
     --token-auth-file "$WORK/pki/tokens.csv" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
@@ -179,6 +185,7 @@ authentication:
 authorization: {mode: Webhook}
 featureGates:
   PodAndContainerStatsFromCRI: true
+$(if ((K8S_MINOR >= 37)); then echo "  VolumeBindMountOptions: true"; fi)
 podLogsDir: $WORK/pod-logs
 staticPodPath: $WORK/manifests
 volumePluginDir: $WORK/volume-plugins

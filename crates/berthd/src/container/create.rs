@@ -123,6 +123,17 @@ impl ContainerManager {
                     image: image_name.clone(),
                 })?;
         let volumes = image_volumes::find(&config, &self.images)?;
+        // KEP-5365: ContainerStatus names each image volume's image by the
+        // reference PullImage answered for it (the image id).
+        for volume in &volumes {
+            if let Some(spec) = config
+                .mounts
+                .get_mut(volume.index)
+                .and_then(|mount| mount.image.as_mut())
+            {
+                spec.image_ref = volume.image.id.clone();
+            }
+        }
 
         let id = new_id().map_err(|err| ContainerError::io("generating a container id", err))?;
         let name_key = format!(

@@ -141,7 +141,8 @@ pub(super) fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> 
 fn stop_signal(number: i32) -> CriSignal {
     nix::sys::signal::Signal::try_from(number)
         .ok()
-        .and_then(|signal| CriSignal::from_str_name(signal.as_str()))
+        // The enum's names are `SIGNAL_SIGTERM` since cri-api v0.37.
+        .and_then(|signal| CriSignal::from_str_name(&format!("SIGNAL_{}", signal.as_str())))
         .unwrap_or(CriSignal::RuntimeDefault)
 }
 

@@ -1,6 +1,6 @@
 //! `ImageStatus`, and a store record in CRI terms (`ListImages` shares it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use berth_image::store::ImageRecord;
 use cri_api::v1::{Image, ImageSpec, ImageStatusRequest, ImageStatusResponse, Int64Value};
@@ -38,15 +38,32 @@ impl CriService {
             });
             info.insert("info".to_string(), verbose.to_string());
         }
+        let pinned = self.pinned_image_ids().contains(&record.id);
         Ok(ImageStatusResponse {
-            image: Some(to_cri_image(&record)),
+            image: Some(to_cri_image(&record, pinned)),
             info,
         })
     }
 }
 
-/// A store record as a CRI `Image`.
-pub(super) fn to_cri_image(record: &ImageRecord) -> Image {
+impl CriService {
+    /// The ids of the images the config's `pinned_images` name now (a tag
+    /// moved to another image moves the pin with it).
+    pub(super) fn pinned_image_ids(&self) -> HashSet<String> {
+        let context = self.context();
+        let store = context.images.store();
+        context
+            .config
+            .pinned_images
+            .iter()
+            .filter_map(|name| store.resolve(name))
+            .map(|record| record.id)
+            .collect()
+    }
+}
+
+/// A store record as a CRI `Image`; `pinned` by the config.
+pub(super) fn to_cri_image(record: &ImageRecord, pinned: bool) -> Image {
     let (uid, username) = image_user(&record.user);
     Image {
         id: record.id.clone(),
@@ -59,7 +76,7 @@ pub(super) fn to_cri_image(record: &ImageRecord) -> Image {
             image: record.id.clone(),
             ..Default::default()
         }),
-        pinned: record.pinned,
+        pinned: record.pinned || pinned,
     }
 }
 

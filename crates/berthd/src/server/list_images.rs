@@ -26,6 +26,10 @@ impl CriService {
             Some(name) => store.resolve(&name).into_iter().collect(),
             None => store.list(),
         };
-        records.iter().map(to_cri_image).collect()
+        let pinned = self.pinned_image_ids();
+        records
+            .iter()
+            .map(|record| to_cri_image(record, pinned.contains(&record.id)))
+            .collect()
     }
 }

@@ -9,6 +9,7 @@
 
 mod cadvisor_metrics;
 mod checkpoint_container;
+mod checkpoint_pod;
 mod container_attach;
 mod container_create;
 mod container_exec;
@@ -37,6 +38,7 @@ mod list_pod_sandbox_metrics;
 mod list_pod_sandbox_stats;
 mod pod_members;
 mod reopen_container_log;
+mod restore_pod;
 mod runtime_config;
 mod runtime_service;
 mod sandbox_port_forward;

@@ -304,6 +304,22 @@ impl RuntimeService for CriService {
             .map(Response::new)
     }
 
+    async fn checkpoint_pod(
+        &self,
+        request: Request<CheckpointPodRequest>,
+    ) -> Result<Response<CheckpointPodResponse>, Status> {
+        self.serve_checkpoint_pod(request.into_inner())
+            .map(Response::new)
+    }
+
+    async fn restore_pod(
+        &self,
+        request: Request<RestorePodRequest>,
+    ) -> Result<Response<RestorePodResponse>, Status> {
+        self.serve_restore_pod(request.into_inner())
+            .map(Response::new)
+    }
+
     async fn get_container_events(
         &self,
         _request: Request<GetEventsRequest>,

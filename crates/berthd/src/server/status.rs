@@ -40,6 +40,8 @@ impl CriService {
                 // berth-spec applies Merge and Strict group policies.
                 supplemental_groups_policy: true,
                 user_namespaces_host_network: false,
+                // berth-spec applies noexec, nodev and nosuid to binds.
+                mount_options: true,
             }),
         }
     }
