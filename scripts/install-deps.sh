@@ -16,6 +16,7 @@ APT_PACKAGES=(
   containernetworking-plugins  # real CNI plugins in /usr/lib/cni
   iproute2 iptables            # netns, veth, portmap
   busybox gcc libc6-dev        # stand-in image contents
+  make bzip2                   # busybox from source for the node e2e images
   libseccomp-dev pkg-config    # libcontainer's seccomp support (berth-shim)
   jq curl psmisc
   qemu-system-x86 qemu-utils   # the VM harness's guest (scripts/vm/)

@@ -28,6 +28,8 @@
 #   BERTH_IMAGES_CACHE    where the downloaded busybox .deb is kept
 #                         (default ${XDG_CACHE_HOME:-$HOME/.cache}/berth-images).
 #   BERTH_IMAGES_NO_PUSH=1  build only.
+#   BERTH_IMAGES_BUSYBOX  a (dynamic) busybox binary to use instead of Debian's,
+#                         e.g. one with upstream's applet set (scripts/images/node-e2e.sh).
 #   BERTH_IMAGES_FORMAT   manifest format pushed: oci (default) or v2s2 (Docker
 #                         schema 2, as most real registries serve; other digests).
 #
@@ -177,12 +179,19 @@ busybox_deb() {
   [[ -n "$deb" ]] || die "no busybox .deb in $CACHE"
   printf '%s\n' "$deb"
 }
-DEB="$(busybox_deb)"
-log "busybox $(dpkg-deb -f "$DEB" Version) from $DEB"
-rm -rf "$WORK/deb"
-dpkg-deb -x "$DEB" "$WORK/deb"
-BUSYBOX="$WORK/deb/bin/busybox"
-[[ -x "$BUSYBOX" ]] || die "no bin/busybox in $DEB"
+if [[ -n "${BERTH_IMAGES_BUSYBOX:-}" ]]; then
+  BUSYBOX="$BERTH_IMAGES_BUSYBOX"
+  [[ -x "$BUSYBOX" ]] || die "BERTH_IMAGES_BUSYBOX $BUSYBOX is not an executable"
+  BUSYBOX_DESC="$("$BUSYBOX" | sed -n 1p | cut -d' ' -f1-2)"
+else
+  DEB="$(busybox_deb)"
+  log "busybox $(dpkg-deb -f "$DEB" Version) from $DEB"
+  rm -rf "$WORK/deb"
+  dpkg-deb -x "$DEB" "$WORK/deb"
+  BUSYBOX="$WORK/deb/bin/busybox"
+  [[ -x "$BUSYBOX" ]] || die "no bin/busybox in $DEB"
+  BUSYBOX_DESC="Debian busybox $(dpkg-deb -f "$DEB" Version)"
+fi
 
 # ---------------------------------------------------------------- base rootfs
 
@@ -286,7 +295,7 @@ umoci init --layout "$OCI"
 
 log "building images"
 # busybox: the base of every stand-in except pause and the benchmark images.
-layer "" busybox "$ROOT" "busybox rootfs (Debian busybox $(dpkg-deb -f "$DEB" Version))"
+layer "" busybox "$ROOT" "busybox rootfs ($BUSYBOX_DESC)"
 config busybox --config.env "$BASE_PATH_ENV" --config.cmd sh
 
 # Users (cri-tools images/image-user).

@@ -54,6 +54,26 @@ pub struct ContainerRecord {
 }
 
 impl ContainerRecord {
+    /// The image name to report back: the name the client asked for.
+    /// kubelet sends the resolved image id in `image.image` and the pod's
+    /// image in `user_specified_image`, and compares the status with the
+    /// pod's image (containerd answers with the image's tag). The config
+    /// is kept as received, so records made before this was read have it
+    /// too. A restored checkpoint reports the image it was made from.
+    pub fn image_name(&self) -> &str {
+        let user = self
+            .config
+            .image
+            .as_ref()
+            .map(|image| image.user_specified_image.as_str())
+            .unwrap_or_default();
+        if user.is_empty() || self.restore_from.is_some() {
+            &self.image_ref
+        } else {
+            user
+        }
+    }
+
     /// The container's cgroup as a path under each hierarchy's root.
     pub fn cgroup_dir(&self) -> &str {
         if self.cgroup_path.is_empty() {
@@ -87,3 +107,80 @@ impl Record for ContainerRecord {
 
 /// All containers.
 pub type ContainerStore = RecordStore<ContainerRecord>;
+
+#[cfg(test)]
+mod tests {
+    use cri_api::v1::ImageSpec;
+
+    use super::*;
+
+    const ID: &str = "sha256:77b8a2e4c6f1d3b5a7e9c0f2d4b6a8c0e2f4a6b8c0d2e4f6a8b0c2d4e6f8a0b2";
+    const NAME: &str = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1";
+
+    fn record(image: &str, user_specified: &str) -> ContainerRecord {
+        ContainerRecord {
+            format: crate::state_store::RECORD_FORMAT,
+            id: "c1".to_string(),
+            name_key: "c_p_ns_uid_0".to_string(),
+            sandbox_id: "p1".to_string(),
+            created_at: 1,
+            config: ContainerConfig {
+                image: Some(ImageSpec {
+                    image: image.to_string(),
+                    user_specified_image: user_specified.to_string(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            image_id: ID.to_string(),
+            image_ref: image.to_string(),
+            layers: Vec::new(),
+            log_path: None,
+            bundle: PathBuf::from("/b"),
+            layer_dir: PathBuf::from("/l"),
+            shim_dir: PathBuf::from("/s"),
+            cgroups_path: String::new(),
+            cgroup_path: String::new(),
+            pid: 1,
+            stop_signal: 15,
+            restore_from: None,
+        }
+    }
+
+    /// Through the on-disk form, as a berthd restart reads it.
+    fn reloaded(record: &ContainerRecord) -> ContainerRecord {
+        let json = serde_json::to_string_pretty(record).unwrap();
+        serde_json::from_str(&json).unwrap()
+    }
+
+    #[test]
+    fn kubelet_gets_back_the_name_it_asked_for_not_the_id() {
+        // kubelet: image.image is the resolved id, the pod's image beside it.
+        let record = reloaded(&record(ID, NAME));
+        assert_eq!(record.image_name(), NAME);
+    }
+
+    #[test]
+    fn without_a_user_specified_image_the_image_asked_for_is_reported() {
+        assert_eq!(reloaded(&record(NAME, "")).image_name(), NAME);
+        assert_eq!(reloaded(&record(ID, "")).image_name(), ID);
+    }
+
+    #[test]
+    fn a_restored_checkpoint_reports_its_source_image() {
+        let mut restored = record("busybox:1", "/var/lib/checkpoint.tar");
+        restored.restore_from = Some(PathBuf::from("/var/lib/checkpoint.tar"));
+        assert_eq!(reloaded(&restored).image_name(), "busybox:1");
+    }
+
+    #[test]
+    fn a_record_written_before_restore_from_existed_still_loads() {
+        let mut json = serde_json::to_value(record(ID, NAME)).unwrap();
+        let object = json.as_object_mut().unwrap();
+        for key in ["format", "layers", "cgroup_path", "restore_from"] {
+            object.remove(key);
+        }
+        let old: ContainerRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(old.image_name(), NAME);
+    }
+}

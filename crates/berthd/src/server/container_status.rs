@@ -67,8 +67,8 @@ fn process_user(spec: &serde_json::Value) -> Option<ContainerUser> {
 
 pub(super) fn image_spec(record: &ContainerRecord) -> ImageSpec {
     ImageSpec {
-        image: record.image_ref.clone(),
-        user_specified_image: record.image_ref.clone(),
+        image: record.image_name().to_string(),
+        user_specified_image: record.image_name().to_string(),
         ..Default::default()
     }
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs inside the mount namespace scripts/k8s/lib/kubelet-ns.sh shaped (the
+# kernel sysctls kubelet checks masked, /var/log and /var/lib/kubelet
+# directories of the run): berthd, then ginkgo on e2e_node.test, which
+# starts etcd, kube-apiserver and kubelet (the one beside it) itself. berthd shares the
+# namespace so that the volumes kubelet mounts under /var/lib/kubelet are
+# the ones berthd bind-mounts into containers; every mount made here goes
+# with the namespace.
+#
+#   node-e2e-ns.sh WORK BERTHD GINKGO [GINKGO ARGS...]
+#
+# Writes WORK/logs/berthd.log and WORK/berthd.pid; ginkgo runs in WORK/run.
+set -euo pipefail
+work="$1" berthd="$2"
+shift 2
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+# shellcheck source=../../lib/process.sh
+source "$repo/scripts/lib/process.sh"
+
+log() { echo "node-conformance: $*" >&2; }
+
+# e2e_node.test runs kubelet under systemd-run whenever it finds one on
+# PATH; without systemd as PID 1 that cannot work. Here, and only here, the
+# binary is covered by a file that is not executable, so it is not found.
+if [[ "$(readlink /proc/1/exe 2>/dev/null)" != */systemd ]]; then
+  for f in /usr/bin/systemd-run /bin/systemd-run; do
+    [[ -e "$f" ]] || continue
+    : >"$work/no-systemd-run"
+    chmod 0644 "$work/no-systemd-run"
+    mount --make-private "$(findmnt -n -o TARGET --target "$f")"
+    mount --bind "$work/no-systemd-run" "$f"
+  done
+fi
+
+# berthd's state dir on a tmpfs of its own, as /run is on a node.
+mkdir -p "$work/berth-state"
+mount -t tmpfs -o mode=0711 tmpfs "$work/berth-state"
+"$berthd" --config "$work/berthd.toml" --listen "$work/berth.sock" \
+  --root "$work/berth-root" --state "$work/berth-state" --log-level debug \
+  >"$work/logs/berthd.log" 2>&1 &
+berthd_pid=$!
+echo "$berthd_pid" >"$work/berthd.pid"
+for _ in $(seq 200); do [[ -S "$work/berth.sock" ]] && break; sleep 0.1; done
+if [[ ! -S "$work/berth.sock" ]]; then
+  tail -n 30 "$work/logs/berthd.log" >&2
+  log "berthd did not create $work/berth.sock"
+  kill "$berthd_pid" 2>/dev/null || true
+  exit 1
+fi
+
+# Stopped early (the caller's cleanup): ginkgo is interrupted, which stops
+# the suite's kubelet and API server, and berthd still goes below.
+ginkgo_pid=""
+trap '[[ -n "$ginkgo_pid" ]] && kill -INT "$ginkgo_pid" 2>/dev/null' TERM INT
+(cd "$work/run" && exec "$@") &
+ginkgo_pid=$!
+set +e
+wait "$ginkgo_pid"
+status=$?
+# A wait cut short by the trap: wait for ginkgo to finish its interrupt.
+while kill -0 "$ginkgo_pid" 2>/dev/null; do wait "$ginkgo_pid"; done
+set -e
+
+# Pods and containers outlive berthd by design: remove them through it.
+crictl --timeout 120s --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 ||
+  log "crictl rmp --all failed; pods may be left in berthd's state"
+stop_pid "$berthd_pid" berthd
+exit "$status"

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Kubernetes' node e2e suite (test/e2e_node of k8s.io/kubernetes, focus
+# [NodeConformance]) against a berthd of its own: e2e_node.test starts etcd,
+# kube-apiserver and kubelet itself; ginkgo runs it in parallel; the images
+# come from a local registry under their upstream names through berth's
+# mirrors (scripts/images/node-e2e.sh). The JUnit report is printed one line
+# per spec, compared with tests/node-conformance-expected-failures.txt, and
+# summed up as `node conformance: N passed, N failed, N skipped`.
+#
+#   scripts/k8s/node-conformance.sh [BERTHD_BINARY]  (default $CARGO_TARGET_DIR/debug/berthd)
+#
+# kubelet, e2e_node.test and berthd run in a mount namespace of their own
+# shaped by scripts/k8s/lib/kubelet-ns.sh (the kernel sysctls kubelet checks
+# masked, never changed on the host); kubelet gets `failCgroupV1: false` and
+# an empty --system-cgroups (the suite's default, /system, would move every
+# host process into it). The run leaves the host as it found it, as
+# scripts/k8s/e2e.sh does: kubelet's cgroups, iptables chains, the CNI
+# bridge and /var/lib/kubelet (when made here) are removed.
+#
+# Environment:
+#   BERTH_NODE_E2E_VERSION       Kubernetes version (default v1.37.2); built
+#                                by scripts/k8s/install-node-e2e.sh
+#   BERTH_NODE_CONFORMANCE_SUBSET=1  the CI subset (SUBSET_FOCUS below, a few
+#                                minutes) instead of the whole focus
+#   BERTH_NODE_CONFORMANCE_FOCUS a regexp replacing the focus (a partial run:
+#                                unlisted expected failures are not reported)
+#   BERTH_NODE_CONFORMANCE_NODES ginkgo's parallel nodes (default 8)
+#   BERTH_NODE_CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 2h)
+#   BERTH_NODE_CONFORMANCE_KEEP=1   keep the work dir (logs, report)
+#   BERTH_NODE_CONFORMANCE_REGISTRY_PORT  local registry port (default 5000)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+K8S_LIB="$repo/scripts/k8s/lib"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/target}"
+BERTHD="$(realpath "${1:-$CARGO_TARGET_DIR/debug/berthd}")"
+VERSION="${BERTH_NODE_E2E_VERSION:-v1.37.2}"
+NODES="${BERTH_NODE_CONFORMANCE_NODES:-8}"
+TIMEOUT="${BERTH_NODE_CONFORMANCE_TIMEOUT:-2h}"
+REGISTRY_PORT="${BERTH_NODE_CONFORMANCE_REGISTRY_PORT:-5000}"
+REGISTRY="localhost:$REGISTRY_PORT"
+EXPECTED="$repo/tests/node-conformance-expected-failures.txt"
+CNI_BRIDGE=berth-nc0
+CNI_SUBNET=10.91.0.0/24
+# The node is named after this host, as upstream's runner does; the API
+# server reaches kubelet by that name.
+NODE="$(hostname)"
+
+FOCUS='\[NodeConformance\]'
+# Not for a shared host, or needing features this suite leaves off.
+SKIP='\[Flaky\]|\[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:.+\]'
+# The CI subset: specs of the kinds the node runs all day (container
+# lifecycle, image updates, probes, hooks, env, volumes, security contexts,
+# logs), picked for their short run time.
+SUBSET_FOCUS='(Container Runtime blackbox test on terminated container|Containers Lifecycle .* the regular container has its image updated should|Downward API volume should provide container.s (cpu|memory) limit|Variable Expansion should allow composing env vars|Secrets should be consumable via the environment|ConfigMap should be consumable via environment variable|Security Context When creating a (container with runAsUser|pod with readOnlyRootFilesystem)|Kubelet when scheduling a busybox command in a pod should print the output to logs|Probing container should be restarted with a exec "cat /tmp/health" liveness probe|InitContainer should invoke init containers on a RestartNever pod|Pods should get a host IP).*\[NodeConformance\]'
+partial=""
+if [[ "${BERTH_NODE_CONFORMANCE_SUBSET:-0}" == 1 ]]; then
+  FOCUS="$SUBSET_FOCUS"
+  partial=--partial
+fi
+if [[ -n "${BERTH_NODE_CONFORMANCE_FOCUS:-}" ]]; then
+  FOCUS="$BERTH_NODE_CONFORMANCE_FOCUS"
+  partial=--partial
+fi
+
+# shellcheck source=../lib/process.sh
+source "$repo/scripts/lib/process.sh"
+# shellcheck source=../lib/cni.sh
+source "$repo/scripts/lib/cni.sh"
+# shellcheck source=../lib/berthd-config.sh
+source "$repo/scripts/lib/berthd-config.sh"
+# shellcheck source=../lib/mounts.sh
+source "$repo/scripts/lib/mounts.sh"
+# shellcheck source=lib/host.sh
+source "$K8S_LIB/host.sh"
+
+log() { echo "node-conformance: $*" >&2; }
+
+[[ -x "$BERTHD" ]] || {
+  log "no berthd binary at $BERTHD"
+  exit 1
+}
+[[ "$(id -u)" == 0 ]] || {
+  log "must run as root"
+  exit 1
+}
+
+# One kubelet at a time on a machine (kubepods cgroups at the root), and
+# never beside critest: the Kubernetes stage's and critest's lock.
+exec 9>/run/lock/berth-critest.lock
+if ! flock -n 9; then
+  log "another run holds /run/lock/berth-critest.lock; waiting"
+  flock 9
+fi
+# The API server's and kubelet's ports (the suite's defaults) and the registry's.
+for port in 6443 10248 10250 10255 "$REGISTRY_PORT"; do
+  if ss -Hltn "sport = :$port" | grep -q .; then
+    log "port $port is in use"
+    exit 1
+  fi
+done
+host_check_clean
+
+K8S_BIN="$(nice -n 10 bash "$repo/scripts/k8s/install-node-e2e.sh" "$VERSION")"
+WORK="$(mktemp -d /tmp/berth-node-conformance.XXXXXX)"
+# Searchable by others: a hostUsers: false pod's rootfs is opened from its
+# user namespace through berthd's state dir below.
+chmod 0711 "$WORK"
+mkdir -p "$WORK/logs" "$WORK/run" "$WORK/report" "$WORK/bin"
+host_snapshot "$WORK"
+# The top-level cgroups kubelet may make besides kubepods (the suite's
+# kubeletCgroups and runtimeCgroups), removed at the end if new.
+top_cgroups() { compgen -G '/sys/fs/cgroup/*/kubelet' || true; compgen -G '/sys/fs/cgroup/*/docker-daemon' || true; }
+top_cgroups >"$WORK/cgroups.before"
+
+cleanup() {
+  local status=$?
+  set +e
+  if [[ -n "${ns_pid:-}" ]] && kill -0 "$ns_pid" 2>/dev/null; then
+    stop_pid "$ns_pid" "node e2e run"
+  fi
+  bash "$repo/scripts/registry.sh" stop "$WORK/registry" >/dev/null 2>&1
+  remove_kubepods_cgroups || status=1
+  local dir
+  for dir in $(comm -13 "$WORK/cgroups.before" <(top_cgroups)); do
+    find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null ||
+      log "cannot remove cgroup $dir"
+  done
+  (
+    flock -w 120 7 || log "removing iptables chains without the berth-network test lock"
+    remove_new_iptables "$WORK"
+  ) 7>/run/lock/berth-network-real-plugin-tests.lock
+  if [[ -e "$WORK/made-var-lib-kubelet" ]]; then
+    rmdir /var/lib/kubelet || log "/var/lib/kubelet is not empty; left in place"
+  fi
+  remove_new_link "$WORK" "$CNI_BRIDGE"
+  if [[ "${BERTH_NODE_CONFORMANCE_KEEP:-0}" == 1 ]]; then
+    log "work dir kept: $WORK"
+  elif findmnt -rn -o TARGET | grep -q "^$WORK/"; then
+    log "mounts remain under $WORK; not removing it"
+    status=1
+  else
+    rm -rf --one-file-system "$WORK"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start=$SECONDS
+log "work dir $WORK; binaries from $K8S_BIN"
+log "starting the local registry on $REGISTRY and pushing the stand-in images"
+BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
+  bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
+  cat "$WORK/logs/registry-start.log" >&2
+  exit 1
+}
+bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN" >"$WORK/logs/images.log" 2>&1 || {
+  tail -n 30 "$WORK/logs/images.log" >&2
+  exit 1
+}
+log "images pushed in $((SECONDS - start)) s"
+
+# berthd runs from a copy, with the helpers it execs from its directory.
+cp "$BERTHD" "$(dirname "$BERTHD")/berth-shim" "$(dirname "$BERTHD")/berth-pinns" "$WORK/bin/"
+mkdir -p "$WORK/net.d"
+write_bridge_network "$WORK/net.d/10-berth-nc.conflist" berth-nc "$CNI_BRIDGE" \
+  "$CNI_SUBNET" "$WORK/cni-ipam"
+write_berthd_config "$WORK/berthd.toml.tables" cgroupfs "$WORK/net.d" "$REGISTRY" \
+  '[stream]\naddress = "127.0.0.1"'
+# The RuntimeClass handler the suite's specs name (upstream's CI configures
+# it on every runtime: e2enode.PreconfiguredRuntimeClassHandler).
+{
+  echo 'runtime_handlers = ["test-handler"]'
+  cat "$WORK/berthd.toml.tables"
+} >"$WORK/berthd.toml"
+
+# The suite's base kubelet configuration (test/e2e_node/jenkins/
+# default-kubelet-config.yaml) with what this host needs: cgroup v1 allowed,
+# and eviction thresholds for a shared, loaded machine.
+cat >"$WORK/kubelet-base.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /
+failCgroupV1: false
+failSwapOn: false
+podCIDR: "10.100.0.0/24"
+volumeStatsAggPeriod: 10s
+fileCheckFrequency: 10s
+evictionPressureTransitionPeriod: 30s
+evictionHard:
+  memory.available: 50Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+  nodefs.inodesFree: 1%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+resolvConf: /etc/resolv.conf
+EOF
+
+# The mount point kubelet-ns.sh covers; removed at the end if made here.
+if [[ ! -e /var/lib/kubelet ]]; then
+  mkdir /var/lib/kubelet
+  touch "$WORK/made-var-lib-kubelet"
+fi
+
+ginkgo_args=(
+  "$K8S_BIN/ginkgo" --nodes="$NODES" --timeout="$TIMEOUT" --no-color
+  --focus="$FOCUS" --skip="$SKIP"
+  --output-dir="$WORK/report" --junit-report=junit.xml
+  "$K8S_BIN/e2e_node.test" --
+  --container-runtime-endpoint="unix://$WORK/berth.sock"
+  --image-service-endpoint="unix://$WORK/berth.sock"
+  --container-runtime-process-name=berthd
+  --container-runtime-pid-file="$WORK/berthd.pid"
+  --node-name="$NODE"
+  --prepull-images=false
+  --report-dir="$WORK/report"
+  --kubelet-config-file="$WORK/kubelet-base.yaml"
+  --kubelet-flags="--system-cgroups="
+)
+
+log "running e2e_node.test $VERSION: $NODES nodes, focus $FOCUS"
+run_start=$SECONDS
+set +e
+unshare --mount --propagation unchanged \
+  bash "$K8S_LIB/kubelet-ns.sh" "$WORK" \
+  bash "$K8S_LIB/node-e2e-ns.sh" "$WORK" "$WORK/bin/berthd" "${ginkgo_args[@]}" \
+  >"$WORK/logs/ginkgo.log" 2>&1 &
+ns_pid=$!
+wait "$ns_pid"
+ginkgo_status=$?
+ns_pid=""
+set -e
+log "ginkgo exited with $ginkgo_status after $((SECONDS - run_start)) s"
+if [[ ! -s "$WORK/report/junit.xml" ]]; then
+  tail -n 60 "$WORK/logs/ginkgo.log" >&2
+  log "no JUnit report"
+  exit 1
+fi
+
+set +e
+python3 "$repo/scripts/node_conformance_results.py" "$WORK/report/junit.xml" "$EXPECTED" $partial
+results_status=$?
+set -e
+log "stage took $((SECONDS - start)) s"
+exit "$results_status"
