@@ -20,6 +20,13 @@
 #      with limits (scopes in the pod's slice, gone with the pod) and
 #      kubectl debug --target.
 #
+#   5. with BERTH_VM_KUBEADM=1 or --full (off by default: it adds about N
+#      minutes),
+#      a kubeadm node (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with
+#      berth's socket, its control-plane static pods on berth from images
+#      built here (scripts/images/build-kubeadm.sh), a Deployment's pod
+#      Running, `kubeadm reset` leaving nothing of it.
+#
 #   scripts/vm/stage.sh [--full]
 #
 # Under emulation (no KVM here) every process start is 10-50 times slower,
@@ -44,9 +51,11 @@ focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # (all of it: the fix it proves is in how containers join a namespace), and
 # kubelet's checkpoint API, which reaches CRIU only here.
 k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint)}"
+kubeadm_default=0
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
+  kubeadm_default=1
 fi
 
 log() { echo "vm-stage: $*" >&2; }
@@ -55,13 +64,23 @@ share="$(mktemp -d /tmp/berth-vm-share.XXXXXX)"
 cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
+kubeadm="${BERTH_VM_KUBEADM:-$kubeadm_default}"
 k8s_args=()
-if [[ "$k8s_focus" != none ]]; then
+if [[ "$k8s_focus" != none || "$kubeadm" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
-  k8s_args=(--k8s "$(nice -n 10 bash scripts/k8s/install.sh)")
+  k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
+  if [[ "$kubeadm" != 0 ]]; then
+    log "kubeadm, kube-controller-manager and kube-scheduler (built when missing)"
+    nice -n 10 bash scripts/k8s/install-kubeadm.sh "$k8s_bin" >/dev/null
+  fi
+  k8s_args=(--k8s "$k8s_bin")
 fi
 log "staging binaries, tools and test images"
 bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
+if [[ "$kubeadm" != 0 ]]; then
+  log "the control-plane images kubeadm runs"
+  bash scripts/images/build-kubeadm.sh "$k8s_bin" "$share/kubeadm-images/oci"
+fi
 # The in-guest scripts use the repository's script library.
 mkdir -p "$share/scripts"
 cp -r scripts/lib scripts/vm scripts/k8s scripts/escape "$share/scripts/"
@@ -73,6 +92,9 @@ vm_start "$share"
 vm_wait_ready
 log "guest up after $((SECONDS - start)) s"
 vm_run /mnt/share/load-images.sh >&2
+if [[ "$kubeadm" != 0 ]]; then
+  vm_run /mnt/share/load-images.sh /mnt/share/kubeadm-images/oci >&2
+fi
 
 status=0
 if [[ "${BERTH_VM_NODE_CHECKS:-1}" != 0 ]]; then
@@ -123,6 +145,12 @@ if [[ "$k8s_focus" != none ]]; then
     BERTH_K8S_CGROUP_DRIVER=auto BERTH_K8S_EXPECT_DRIVER=systemd BERTH_K8S_START_TIMEOUT=600 \
     BERTH_K8S_NODE_IP=192.0.2.10 $k8s_focus_env bash /mnt/share/scripts/k8s/e2e.sh /mnt/share/bin/berthd" ||
     status=1
+fi
+if [[ "$kubeadm" != 0 ]]; then
+  log "a kubeadm node on berth: init, a Deployment, reset"
+  kubeadm_start=$SECONDS
+  vm_run bash /mnt/share/scripts/vm/in-guest/kubeadm.sh /mnt/share/k8s /mnt/share/bin || status=1
+  log "kubeadm node in $((SECONDS - kubeadm_start)) s"
 fi
 vm_stop
 log "done in $((SECONDS - start)) s"
