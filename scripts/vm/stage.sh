@@ -20,12 +20,12 @@
 #      with limits (scopes in the pod's slice, gone with the pod) and
 #      kubectl debug --target.
 #
-#   5. with BERTH_VM_KUBEADM=1 or --full (off by default: it adds about N
-#      minutes),
-#      a kubeadm node (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with
-#      berth's socket, its control-plane static pods on berth from images
-#      built here (scripts/images/build-kubeadm.sh), a Deployment's pod
-#      Running, `kubeadm reset` leaving nothing of it.
+#   5. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
+#      slowest part, see docs/testing.md "The kubeadm node"): a kubeadm node
+#      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
+#      its control-plane static pods on berth from images built here
+#      (scripts/images/build-kubeadm.sh), a Deployment's pod Running,
+#      `kubeadm reset` leaving nothing of it.
 #
 #   scripts/vm/stage.sh [--full]
 #
@@ -51,11 +51,9 @@ focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # (all of it: the fix it proves is in how containers join a namespace), and
 # kubelet's checkpoint API, which reaches CRIU only here.
 k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint)}"
-kubeadm_default=0
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
-  kubeadm_default=1
 fi
 
 log() { echo "vm-stage: $*" >&2; }
@@ -64,7 +62,7 @@ share="$(mktemp -d /tmp/berth-vm-share.XXXXXX)"
 cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
-kubeadm="${BERTH_VM_KUBEADM:-$kubeadm_default}"
+kubeadm="${BERTH_VM_KUBEADM:-0}"
 k8s_args=()
 if [[ "$k8s_focus" != none || "$kubeadm" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
