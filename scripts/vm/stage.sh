@@ -23,6 +23,13 @@
 #      with limits (scopes in the pod's slice, gone with the pod) and
 #      kubectl debug --target.
 #
+#   5. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
+#      slowest part, see docs/testing.md "The kubeadm node"): a kubeadm node
+#      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
+#      its control-plane static pods on berth from images built here
+#      (scripts/images/build-kubeadm.sh), a Deployment's pod Running,
+#      `kubeadm reset` leaving nothing of it.
+#
 #   scripts/vm/stage.sh [--full]
 #
 # Under emulation (no KVM here) every process start is 10-50 times slower,
@@ -59,13 +66,23 @@ share="$(mktemp -d /tmp/berth-vm-share.XXXXXX)"
 cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
+kubeadm="${BERTH_VM_KUBEADM:-0}"
 k8s_args=()
-if [[ "$k8s_focus" != none ]]; then
+if [[ "$k8s_focus" != none || "$kubeadm" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
-  k8s_args=(--k8s "$(nice -n 10 bash scripts/k8s/install.sh)")
+  k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
+  if [[ "$kubeadm" != 0 ]]; then
+    log "kubeadm, kube-controller-manager and kube-scheduler (built when missing)"
+    nice -n 10 bash scripts/k8s/install-kubeadm.sh "$k8s_bin" >/dev/null
+  fi
+  k8s_args=(--k8s "$k8s_bin")
 fi
 log "staging binaries, tools and test images"
 bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
+if [[ "$kubeadm" != 0 ]]; then
+  log "the control-plane images kubeadm runs"
+  bash scripts/images/build-kubeadm.sh "$k8s_bin" "$share/kubeadm-images/oci"
+fi
 # The in-guest scripts use the repository's script library.
 mkdir -p "$share/scripts"
 cp -r scripts/lib scripts/vm scripts/k8s scripts/escape "$share/scripts/"
@@ -80,6 +97,9 @@ vm_start "$share"
 vm_wait_ready
 log "guest up after $((SECONDS - start)) s"
 vm_run /mnt/share/load-images.sh >&2
+if [[ "$kubeadm" != 0 ]]; then
+  vm_run /mnt/share/load-images.sh /mnt/share/kubeadm-images/oci >&2
+fi
 
 status=0
 if [[ "${BERTH_VM_NODE_CHECKS:-1}" != 0 ]]; then
@@ -135,6 +155,12 @@ if [[ "$k8s_focus" != none ]]; then
     BERTH_K8S_CGROUP_DRIVER=auto BERTH_K8S_EXPECT_DRIVER=systemd BERTH_K8S_START_TIMEOUT=600 \
     BERTH_K8S_NODE_IP=192.0.2.10 $k8s_focus_env bash /mnt/share/scripts/k8s/e2e.sh /mnt/share/bin/berthd" ||
     status=1
+fi
+if [[ "$kubeadm" != 0 ]]; then
+  log "a kubeadm node on berth: init, a Deployment, reset"
+  kubeadm_start=$SECONDS
+  vm_run bash /mnt/share/scripts/vm/in-guest/kubeadm.sh /mnt/share/k8s /mnt/share/bin || status=1
+  log "kubeadm node in $((SECONDS - kubeadm_start)) s"
 fi
 vm_stop
 log "done in $((SECONDS - start)) s"
