@@ -60,6 +60,15 @@ if [[ "${BERTH_K8S_STAGE:-1}" != 0 ]]; then
     bash scripts/k8s/e2e.sh "$CARGO_TARGET_DIR/debug/berthd"
 fi
 
+# Kubernetes' own node e2e suite (test/e2e_node, [NodeConformance]) against
+# berth, a subset of a few minutes here (the full focus is a documented
+# command, docs/testing.md "Node conformance"). BERTH_NODE_CONFORMANCE_STAGE=0
+# leaves it out while developing.
+if [[ "${BERTH_NODE_CONFORMANCE_STAGE:-1}" != 0 ]]; then
+  echo "== node conformance (subset)" >&2
+  BERTH_NODE_CONFORMANCE_SUBSET=1 bash scripts/k8s/node-conformance.sh "$CARGO_TARGET_DIR/debug/berthd"
+fi
+
 # Every real node runs systemd on cgroup v2; this machine does not. The
 # real-node stage runs berth in such a guest VM (see docs/testing.md): node checks,
 # a focused critest subset and the Kubernetes stage's node, static-pod and
