@@ -9,6 +9,7 @@
 //! a crash leaves in the trash is purged at the next start.
 
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::clock::now_nanos;
@@ -41,7 +42,7 @@ fn discard_blocking(dir: &Path) -> io::Result<Option<PathBuf>> {
     if let Some(target) = trash_path(dir, now_nanos()) {
         let moved = target
             .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_or(Ok(()), make_trash_dir)
             .and_then(|()| std::fs::rename(dir, &target));
         match moved {
             Ok(()) => return Ok(Some(target)),
@@ -53,6 +54,15 @@ fn discard_blocking(dir: &Path) -> io::Result<Option<PathBuf>> {
     match std::fs::remove_dir_all(dir) {
         Err(err) if err.kind() != io::ErrorKind::NotFound => Err(err),
         _ => Ok(None),
+    }
+}
+
+/// The trash dir, root's alone as every other directory under the root and
+/// state dirs: its entries' names are the ids of what was removed.
+fn make_trash_dir(path: &Path) -> io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Err(err) if err.kind() != io::ErrorKind::AlreadyExists => Err(err),
+        _ => Ok(()),
     }
 }
 
@@ -70,8 +80,19 @@ pub fn purge(paths: Vec<PathBuf>) {
     });
 }
 
-/// Deletes what earlier runs left in the trash under each of `bases`.
+/// Deletes what earlier runs left in the trash under each of `bases`, and
+/// makes a trash dir an older berthd left open to others root's alone.
 pub fn purge_leftovers(bases: &[&Path]) {
+    for base in bases {
+        let trash = base.join(TRASH_DIR);
+        if trash.is_dir() {
+            if let Err(err) =
+                std::fs::set_permissions(&trash, std::fs::Permissions::from_mode(0o700))
+            {
+                tracing::warn!(path = %trash.display(), error = %err, "restricting the trash dir");
+            }
+        }
+    }
     let leftovers: Vec<PathBuf> = bases
         .iter()
         .filter_map(|base| std::fs::read_dir(base.join(TRASH_DIR)).ok())
@@ -107,7 +128,11 @@ mod tests {
         assert!(!dir.exists());
         assert!(moved.starts_with(base.path().join(TRASH_DIR)));
         assert!(moved.join("upper/a/b/file").exists());
+        let trash = base.path().join(TRASH_DIR);
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&trash), 0o700, "the trash is root's alone");
         assert_eq!(discard(&dir).await.unwrap(), None, "already gone");
+        std::fs::set_permissions(&trash, std::fs::Permissions::from_mode(0o755)).unwrap();
 
         purge_leftovers(&[base.path()]);
         for _ in 0..200 {
@@ -117,5 +142,6 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert!(!moved.exists());
+        assert_eq!(mode(&trash), 0o700, "an open trash dir is closed at start");
     }
 }
