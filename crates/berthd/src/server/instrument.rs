@@ -49,6 +49,7 @@ impl<S, ReqBody, ResBody> Service<http::Request<ReqBody>> for RpcTrace<S>
 where
     S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>>,
     S::Future: Send + 'static,
+    ResBody: Default + Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -66,11 +67,33 @@ where
             code = tracing::field::Empty,
             duration_ms = tracing::field::Empty
         );
+        let deadline = request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|value| value.to_str().ok())
+            .and_then(parse_grpc_timeout);
         let call = self.inner.call(request).instrument(span.clone());
         let metrics = self.metrics.clone();
         Box::pin(async move {
             let started = Instant::now();
-            let mut result = call.await;
+            let mut result = match deadline {
+                // tonic's own deadline, outside this layer, answers
+                // CANCELLED; a call past its deadline is DEADLINE_EXCEEDED
+                // in gRPC (as grpc-go servers answer, and critest checks
+                // when its 1 ms pull answer outruns its client's timer).
+                // This one ends a tick earlier, so it is the one seen.
+                Some(deadline) => {
+                    let early = deadline.saturating_sub(std::time::Duration::from_millis(1));
+                    match tokio::time::timeout(early, call).await {
+                        Ok(result) => result,
+                        Err(_) => Ok(tonic::Status::deadline_exceeded(
+                            "the call's deadline passed before it finished",
+                        )
+                        .into_http()),
+                    }
+                }
+                None => call.await,
+            };
             if let Ok(response) = &mut result {
                 bound_message(response.headers_mut());
             }
@@ -103,6 +126,27 @@ where
             result
         })
     }
+}
+
+/// gRPC's `grpc-timeout` header: at most 8 digits and a unit (`H`, `M`,
+/// `S`, `m`, `u`, `n`).
+fn parse_grpc_timeout(text: &str) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let split = text.len().checked_sub(1)?;
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    let value: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(value * 3600),
+        "M" => Duration::from_secs(value * 60),
+        "S" => Duration::from_secs(value),
+        "m" => Duration::from_millis(value),
+        "u" => Duration::from_micros(value),
+        "n" => Duration::from_nanos(value),
+        _ => return None,
+    })
 }
 
 /// `/runtime.v1.RuntimeService/Version` → `RuntimeService/Version`.
@@ -212,6 +256,37 @@ fn is_server_fault(code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit() {
+        use std::time::Duration;
+        assert_eq!(parse_grpc_timeout("1m"), Some(Duration::from_millis(1)));
+        assert_eq!(parse_grpc_timeout("999u"), Some(Duration::from_micros(999)));
+        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_grpc_timeout("3M"), Some(Duration::from_secs(180)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("5n"), Some(Duration::from_nanos(5)));
+        for bad in ["", "m", "5", "5x", "123456789S", "-1S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
+        }
+    }
+
+    /// A call still running at its deadline is answered DEADLINE_EXCEEDED
+    /// (code 4), not left to tonic's CANCELLED.
+    #[tokio::test]
+    async fn a_call_past_its_deadline_is_deadline_exceeded() {
+        let never = tower::service_fn(|_: http::Request<()>| {
+            std::future::pending::<Result<http::Response<String>, std::convert::Infallible>>()
+        });
+        let mut service = RpcTraceLayer::new(None).layer(never);
+        let request = http::Request::builder()
+            .uri("/runtime.v1.ImageService/PullImage")
+            .header("grpc-timeout", "20m")
+            .body(())
+            .unwrap();
+        let response = service.call(request).await.unwrap();
+        assert_eq!(grpc_code(response.headers()), "DeadlineExceeded");
+    }
 
     #[test]
     fn rpc_names_drop_the_package() {
