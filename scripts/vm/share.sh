@@ -96,7 +96,9 @@ if [[ -n "$k8s_bin" ]]; then
   [[ -f "$k8s_bin/.version" ]] || die "no Kubernetes binaries in $k8s_bin (scripts/k8s/install.sh)"
   mkdir -p "$dir/k8s"
   # Hard links when on one file system: 300 MB copied on every run otherwise.
+  # Files only: the node e2e suite keeps directories of its own there.
   for f in "$k8s_bin"/* "$k8s_bin/.version"; do
+    [[ -f "$f" ]] || continue
     cp -l "$f" "$dir/k8s/" 2>/dev/null || cp "$f" "$dir/k8s/"
   done
   log "Kubernetes binaries: $(cat "$dir/k8s/.version")"
