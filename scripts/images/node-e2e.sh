@@ -24,11 +24,14 @@
 #   nonewprivs   build.sh's (setuid nnp printing its effective uid)
 #   nonroot      busybox, USER 1234
 #   ipc-utils    busybox + the host's util-linux ipcmk, ipcs, ipcrm
+#   glibc-dns-testing  busybox + the host's hostname (Debian's, glibc's
+#                `hostname -f`); the specs run only that (upstream: Debian
+#                with dnsutils and coredns)
 #   pause        build.sh's static pause
-# Not made: digest-pinned references (a digest cannot be reproduced),
-# glibc-dns-testing (coredns from GitHub), perl, node-perf, etcd, NPD,
-# sample-apiserver, apparmor-loader; none is pulled by that focus's specs
-# that run here (see tests/node-conformance-expected-failures.txt).
+# Not made: digest-pinned references (a digest cannot be reproduced), perl,
+# node-perf, etcd, NPD, sample-apiserver, apparmor-loader; none is pulled by
+# that focus's specs that run here (see
+# tests/node-conformance-expected-failures.txt).
 #
 # Needs what scripts/images/build.sh needs, plus make and bzip2.
 set -euo pipefail
@@ -195,6 +198,14 @@ install -d -m 0755 "$d/home"
 layer busybox nonroot "$d" "nonroot"
 config nonroot --config.user 1234
 
+# glibc-dns-testing (upstream: Debian + dnsutils + coredns): the specs that
+# pull it run `hostname` and `hostname -f`, whose glibc behaviour (the FQDN
+# from /etc/hosts) is the point; Debian's hostname on the busybox rootfs,
+# which has glibc and `hosts: files dns`.
+d="$(fresh glibc-dns-testing)"
+install -D -m 0755 "$(command -v hostname)" "$d/bin/hostname"
+layer busybox glibc-dns-testing "$d" "hostname (the host's, Debian's package)"
+
 d="$(fresh ipc-utils)"
 for b in ipcmk ipcs ipcrm; do
   install -D -m 0755 "$(command -v "$b")" "$d/usr/bin/$b"
@@ -219,6 +230,7 @@ PUSH=(
   "nonewprivs e2e-test-images/nonewprivs:1.4"
   "nonroot e2e-test-images/nonroot:1.5"
   "ipc-utils e2e-test-images/ipc-utils:1.4"
+  "glibc-dns-testing e2e-test-images/glibc-dns-testing:2.1.1"
   "pause pause:3.10.2"
 )
 curl -fsS -o /dev/null "http://$REGISTRY/v2/" ||
