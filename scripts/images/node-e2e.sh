@@ -16,8 +16,8 @@
 #   busybox      that busybox and the host's glibc (upstream: busybox:1.37.0)
 #   agnhost      busybox + /agnhost of the module, its porter certificate,
 #                /uploads, user 1000 and group 50000 as upstream adds them,
-#                and the host's curl with its libraries (the lifecycle
-#                hooks call it); ENTRYPOINT /agnhost, CMD pause (upstream:
+#                and the host's curl and bash with their libraries (the
+#                lifecycle hooks call curl, probe specs /bin/bash); ENTRYPOINT /agnhost, CMD pause (upstream:
 #                alpine + curl, bash, dig, iproute2)
 #   kitten, nautilus  agnhost + their html files, CMD test-webserver
 #   nginx        build.sh's nginx stand-in (HTTP on 80)
@@ -53,7 +53,7 @@ die() {
 for f in agnhost image-files/kitten image-files/nautilus image-files/agnhost/localhost.crt; do
   [[ -e "$K8S_BIN/$f" ]] || die "no $f in $K8S_BIN (scripts/k8s/install-node-e2e.sh)"
 done
-for tool in make bzip2 umoci skopeo curl ldd; do
+for tool in make bzip2 umoci skopeo ldd; do
   command -v "$tool" >/dev/null || die "$tool not found (see scripts/install-deps.sh)"
 done
 
@@ -173,15 +173,17 @@ install -d -m 0755 -o 1000 -g 1000 "$d/home/user-defined-in-image"
   echo 'group-defined-in-image:x:50000:user-defined-in-image'
 } >"$d/etc/group"
 chmod 0644 "$d/etc/passwd" "$d/etc/group"
-# curl, which upstream's image has from alpine and the lifecycle hooks of
-# the specs call: the host's (Debian's package), with the shared libraries
-# the busybox rootfs lacks, at the paths the loader resolves them to.
-curl_bin="$(command -v curl)"
-install -D -m 0755 "$curl_bin" "$d/usr/bin/curl"
-while read -r lib; do
-  [[ -e "$WORK/base/stage/rootfs$lib" ]] || install -D -m 0755 "$lib" "$d$lib"
-done < <(ldd "$curl_bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
-layer busybox agnhost "$d" "ADD agnhost (k8s.io/kubernetes/test/images/agnhost), porter certificate, users, curl"
+# curl and bash, which upstream's image has from alpine (the lifecycle
+# hooks call curl, the probe specs run /bin/bash): the host's (Debian's
+# packages), with the shared libraries the busybox rootfs lacks, at the
+# paths the loader resolves them to.
+for tool in /usr/bin/curl /bin/bash; do
+  install -D -m 0755 "$tool" "$d$tool"
+  while read -r lib; do
+    [[ -e "$WORK/base/stage/rootfs$lib" || -e "$d$lib" ]] || install -D -m 0755 "$lib" "$d$lib"
+  done < <(ldd "$tool" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+done
+layer busybox agnhost "$d" "ADD agnhost (k8s.io/kubernetes/test/images/agnhost), porter certificate, users, curl, bash"
 config agnhost --clear config.cmd --config.entrypoint /agnhost --config.cmd pause \
   --config.exposedports 80/tcp --config.exposedports 8080/tcp --config.exposedports 8081/tcp \
   --config.exposedports 9376/tcp --config.exposedports 5000/tcp
