@@ -40,6 +40,15 @@ pub(super) struct ContainerUsage {
     pub sample: CgroupSample,
 }
 
+/// What a reading is for: metrics also count the processes' open files,
+/// which walks `/proc/<pid>/fd` of each, so CRI stats (which kubelet asks
+/// for far more often) leave that out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadFor {
+    Stats,
+    Metrics,
+}
+
 /// A reading of a cgroup (or of a pod's cgroups, summed) with what only
 /// metrics carry: block IO, cpu split and throttling, memory counters,
 /// settings, and the processes' open files.
@@ -77,12 +86,16 @@ impl CriService {
     /// The stats of one container: its cgroup (absent once it is gone) and
     /// its writable layer.
     pub(super) async fn container_stats(&self, record: &ContainerRecord) -> ContainerStats {
-        self.container_usage(record).await.stats
+        self.container_usage(record, ReadFor::Stats).await.stats
     }
 
-    /// [`Self::container_stats`], with what its cgroup read and its
-    /// processes hold open.
-    pub(super) async fn container_usage(&self, record: &ContainerRecord) -> ContainerUsage {
+    /// [`Self::container_stats`], with what its cgroup read and, for
+    /// metrics, what its processes hold open.
+    pub(super) async fn container_usage(
+        &self,
+        record: &ContainerRecord,
+        read_for: ReadFor,
+    ) -> ContainerUsage {
         let cgroup = self.container_cgroup_path(record).await;
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
@@ -90,6 +103,7 @@ impl CriService {
             let reading = read_cgroup(cgroups.as_ref(), cgroup.as_deref());
             let processes = cgroup
                 .as_deref()
+                .filter(|_| read_for == ReadFor::Metrics)
                 .and_then(|path| cgroups.stats_dirs(path).ok())
                 .and_then(|dirs| berth_cgroups::stats::procs(&dirs).ok())
                 .map(|pids| proc_counts::count(Path::new("/proc"), &pids));

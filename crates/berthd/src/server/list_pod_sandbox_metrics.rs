@@ -8,7 +8,7 @@ use futures_util::stream::{self, StreamExt};
 use tonic::Status;
 
 use super::cadvisor_metrics::{pod_metrics, MetricsContext};
-use super::container_stats::READS_AT_ONCE;
+use super::container_stats::{ReadFor, READS_AT_ONCE};
 use super::CriService;
 use crate::block_devices;
 use crate::clock::now_nanos;
@@ -30,7 +30,7 @@ impl CriService {
         }
         let records = self.context().sandboxes.store.published_all();
         let usages: Vec<_> = stream::iter(records)
-            .map(|record| async move { self.pod_sandbox_usage(&record).await })
+            .map(|record| async move { self.pod_sandbox_usage(&record, ReadFor::Metrics).await })
             .buffered(READS_AT_ONCE)
             .collect()
             .await;

@@ -16,7 +16,7 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::container_stats::{read_cgroup, CgroupSample, Reading};
+use super::container_stats::{read_cgroup, CgroupSample, ReadFor, Reading};
 use super::CriService;
 use crate::clock::now_nanos;
 use crate::net_stats::{InterfaceCounters, NetCounters};
@@ -40,18 +40,22 @@ impl CriService {
     /// A pod's cpu, memory, process count and network, and the stats of
     /// each of its containers.
     pub(super) async fn pod_sandbox_stats(&self, record: &SandboxRecord) -> PodSandboxStats {
-        self.pod_sandbox_usage(record).await.stats
+        self.pod_sandbox_usage(record, ReadFor::Stats).await.stats
     }
 
     /// [`Self::pod_sandbox_stats`], and the block IO of the pod and of each
     /// container, which CRI stats have no field for but metrics do.
-    pub(super) async fn pod_sandbox_usage(&self, record: &SandboxRecord) -> PodUsage {
+    pub(super) async fn pod_sandbox_usage(
+        &self,
+        record: &SandboxRecord,
+        read_for: ReadFor,
+    ) -> PodUsage {
         let containers = self.context().containers.of_sandbox(&record.id).await;
         let mut container_stats = Vec::with_capacity(containers.len());
         let mut samples = HashMap::new();
         let mut container_cgroups = Vec::with_capacity(containers.len());
         for container in &containers {
-            let usage = self.container_usage(container).await;
+            let usage = self.container_usage(container, read_for).await;
             container_stats.push(usage.stats);
             container_cgroups.extend(usage.sample.cgroup.clone());
             samples.insert(container.id.clone(), usage.sample);
