@@ -32,6 +32,7 @@ const DEVICE: &[&str] = &["device"];
 const CPU: &[&str] = &["cpu"];
 const BLKIO: &[&str] = &["device", "major", "minor", "operation"];
 const FAILURES: &[&str] = &["failure_type", "scope"];
+const ULIMIT: &[&str] = &["ulimit"];
 
 use MetricType::{Counter, Gauge};
 
@@ -91,6 +92,7 @@ const DESCRIPTORS: &[(&str, &str, MetricType, &[&str])] = &[
     ("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", Gauge, NONE),
     ("container_threads", "Number of threads running inside the container", Gauge, NONE),
     ("container_threads_max", "Maximum number of threads allowed inside the container, infinity if value is zero", Gauge, NONE),
+    ("container_ulimits_soft", "Soft ulimit values for the container root process. Unlimited if -1, except priority and nice", Gauge, ULIMIT),
 ];
 
 const NANOS: u64 = 1_000_000_000;
@@ -475,6 +477,13 @@ fn container_metrics(
                     ("container_sockets", Some(processes.sockets)),
                 ],
             );
+            // cadvisor's -1 for unlimited has no unsigned value: left out.
+            builder.push(
+                "container_ulimits_soft",
+                sample.at,
+                processes.open_files_limit,
+                &["max_open_files"],
+            );
         }
     }
     if let Some(cpu) = &stats.cpu {
@@ -665,6 +674,7 @@ mod tests {
                         processes: 2,
                         file_descriptors: 9,
                         sockets: 1,
+                        open_files_limit: Some(1024),
                     }),
                     created_at: 1_700_000_000_900_000_000,
                 },
@@ -839,6 +849,7 @@ mod tests {
             ("container_processes", &[], 2),
             ("container_file_descriptors", &[], 9),
             ("container_sockets", &[], 1),
+            ("container_ulimits_soft", &["max_open_files"], 1024),
             ("container_start_time_seconds", &[], 1_700_000_000),
             ("container_last_seen", &[], 1_800_000_000),
             ("container_fs_usage_bytes", &["/dev/vda"], 4096),

@@ -99,6 +99,7 @@ impl CriService {
         let cgroup = self.container_cgroup_path(record).await;
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
+        let init = u32::try_from(record.pid).ok().filter(|pid| *pid > 0);
         let read = tokio::task::spawn_blocking(move || {
             let reading = read_cgroup(cgroups.as_ref(), cgroup.as_deref());
             let processes = cgroup
@@ -106,7 +107,7 @@ impl CriService {
                 .filter(|_| read_for == ReadFor::Metrics)
                 .and_then(|path| cgroups.stats_dirs(path).ok())
                 .and_then(|dirs| berth_cgroups::stats::procs(&dirs).ok())
-                .map(|pids| proc_counts::count(Path::new("/proc"), &pids));
+                .map(|pids| proc_counts::count(Path::new("/proc"), &pids, init));
             let layer = disk_usage(&upper).ok();
             (reading, processes, layer, now_nanos())
         })
