@@ -730,6 +730,7 @@ mod tests {
             assert_eq!(metric.metric_type, metric_type(&metric.name) as i32);
         }
         let mut names: Vec<_> = descriptors.iter().map(|d| &d.name).collect();
+        names.sort();
         names.dedup();
         assert_eq!(names.len(), descriptors.len(), "no name twice");
         assert!(descriptors.iter().all(|d| !d.help.is_empty()));
