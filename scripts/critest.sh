@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the CRI conformance suite (critest v1.36.0) against a berthd of its
+# Runs the CRI conformance suite (critest v1.37.0) against a berthd of its
 # own: a local registry with the stand-in images, berthd on a private socket,
 # state dirs and CNI config dir, then compares the results with
 # tests/critest-expected-failures.txt. Everything it starts it stops by pid.

@@ -2,10 +2,10 @@
 # Installs what berth's tests and conformance run need, only when missing:
 # what the run command needs (scripts/install-run-deps.sh), then the test
 # bench's Debian packages via apt-get; crictl and critest pinned to
-# cri-tools v1.36.0.
+# cri-tools v1.37.0.
 set -euo pipefail
 
-CRI_TOOLS_VERSION="${CRI_TOOLS_VERSION:-v1.36.0}"
+CRI_TOOLS_VERSION="${CRI_TOOLS_VERSION:-v1.37.0}"
 TOOLS_BIN="${BERTH_TOOLS_BIN:-/usr/local/bin}"
 
 APT_PACKAGES=(

@@ -6,7 +6,9 @@
 //! with STOPPED also for a container that exits on its own; and a
 //! container that writes and syncs 8 MiB shows them as block IO in its
 //! pod's metrics where the host's cgroups count IO, and pressure where they
-//! have it (cgroup v2; the real-node stage runs on one).
+//! have it (cgroup v2; the real-node stage runs on one), with cadvisor's
+//! other container metrics (processes, threads, open files, the layers'
+//! filesystem, start time, cpu split, memory counters).
 //!
 //! Harness, image and clean-up as in tests/containers.rs (support/pods.rs).
 
@@ -231,6 +233,42 @@ async fn a_writing_container_shows_its_block_io_and_pressure() {
             "{:?}",
             pod_metrics.metrics
         );
+    }
+
+    // cadvisor's other container metrics, read from the container's cgroup
+    // and /proc: what a sleeping shell pipeline must show.
+    let value =
+        |name: &str| metric(&container, name).unwrap_or_else(|| panic!("no {name}: {container:?}"));
+    let processes = value("container_processes");
+    assert!(processes >= 1, "{container:?}");
+    assert!(value("container_threads") >= processes, "{container:?}");
+    assert!(value("container_file_descriptors") >= 3, "{container:?}");
+    assert!(value("container_fs_limit_bytes") >= value("container_fs_usage_bytes"));
+    assert!(value("container_fs_inodes_free") <= value("container_fs_inodes_total"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let started = value("container_start_time_seconds");
+    assert!(
+        started <= now && now - started < 3600,
+        "started {started}, now {now}"
+    );
+    assert!(value("container_last_seen") >= started);
+    let usage = container
+        .iter()
+        .find(|metric| metric.name == "container_cpu_usage_seconds_total")
+        .expect("cpu usage");
+    assert_eq!(usage.label_values[3], "total");
+    for name in [
+        "container_cpu_user_seconds_total",
+        "container_cpu_system_seconds_total",
+        "container_memory_cache",
+        "container_memory_failcnt",
+        "container_spec_memory_limit_bytes",
+        "container_threads_max",
+    ] {
+        value(name);
     }
 
     // Pressure is in the stats exactly where the container's cgroup has

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs critest (cri-tools v1.36.0) against the containerd started by
+# Runs critest (cri-tools v1.37.0) against the containerd started by
 # scripts/containerd/start.sh DIR, for comparison with berth:
 #
 #   scripts/containerd/critest.sh DIR REPORT_DIR [more critest/ginkgo flags...]
@@ -8,7 +8,7 @@
 #
 # Before: removes every pod and image of that containerd (critest wants a
 # runtime nobody else uses), and checks host ports 12000-12003 are free.
-# Runs with --ginkgo.skip 'AppArmor|SELinux'. critest v1.36.0 ignores
+# Runs with --ginkgo.skip 'AppArmor|SELinux'. critest v1.37.0 ignores
 # --report-dir, so the reports are asked from Ginkgo directly:
 # REPORT_DIR/report.json (full spec texts), REPORT_DIR/junit.xml, and the
 # console output in REPORT_DIR/critest.log.

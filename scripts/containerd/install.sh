@@ -98,9 +98,12 @@ log "building runc $RUNC_VERSION"
 # Check what was built says the pinned versions before installing it.
 "$work/out/containerd" --version | grep -q " $CONTAINERD_VERSION" ||
   die "containerd --version says: $("$work/out/containerd" --version)"
-"$work/out/runc" --version | grep -qx "runc version ${RUNC_VERSION#v}" ||
-  die "runc --version says: $("$work/out/runc" --version | head -n1)"
-"$work/out/runc" --version | grep -q "^libseccomp:" || die "runc was built without seccomp"
+# Captured first: grep -q stops reading at its match, and runc, writing the
+# lines after it, would die of SIGPIPE and fail the pipe under pipefail.
+runc_says="$("$work/out/runc" --version)"
+grep -qx "runc version ${RUNC_VERSION#v}" <<<"$runc_says" ||
+  die "runc --version says: $(head -n1 <<<"$runc_says")"
+grep -q "^libseccomp:" <<<"$runc_says" || die "runc was built without seccomp"
 
 for b in "${BINARIES[@]}"; do
   install -m 0755 "$work/out/$b" "$BIN/$b.new"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the stand-in images critest (cri-tools v1.36.0) pulls, and pushes
+# Builds the stand-in images critest (cri-tools v1.37.0) pulls, and pushes
 # them to a local registry. See /work/shared/CONFORMANCE.md, "Images: mirror,
 # don't prefix".
 #

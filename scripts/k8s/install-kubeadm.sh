@@ -17,6 +17,8 @@ die() {
   echo "k8s-install-kubeadm: error: $*" >&2
   exit 1
 }
+# shellcheck source=lib/module.sh
+source "$repo/scripts/k8s/lib/module.sh"
 
 BIN="${1:-$(bash "$repo/scripts/k8s/install.sh")}"
 if [[ -z "${BERTH_K8S_VERSION:-}" ]]; then
@@ -24,7 +26,6 @@ if [[ -z "${BERTH_K8S_VERSION:-}" ]]; then
 fi
 K8S_VERSION="${BERTH_K8S_VERSION:-$("$BIN/kube-apiserver" --version | awk '{print $2}')}"
 [[ "$K8S_VERSION" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "cannot tell the Kubernetes version of $BIN"
-TAGS="selinux,notest,grpcnotrace"
 WANTED=(kubeadm kube-controller-manager kube-scheduler)
 
 missing() {
@@ -53,41 +54,14 @@ work="$(mktemp -d /tmp/berth-kubeadm-build.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -mod=mod"
 mod="$work/kubernetes"
-mkdir -p "$mod" "$work/out"
-info="$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION")"
-gomod="$(jq -r .GoMod <<<"$info")"
-[[ -f "$gomod" ]] || die "no go.mod for k8s.io/kubernetes@$K8S_VERSION"
-staging_version="v0.${K8S_VERSION#v1.}"
-(
-  cd "$mod"
-  go mod init berth.local/k8s-build >/dev/null 2>&1
-  go mod edit -go="$(go mod edit -json "$gomod" | jq -r .Go)"
-  go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
-  while read -r r; do
-    go mod edit -replace="$r=$r@$staging_version"
-  done < <(go mod edit -json "$gomod" |
-    jq -r '.Replace[] | select(.New.Path | startswith("./staging/")) | .Old.Path')
-)
-commit="$(jq -r '.Origin.Hash // empty' "$(jq -r .Info <<<"$info")" 2>/dev/null || true)"
-kv=(
-  "gitVersion=$K8S_VERSION"
-  "gitMajor=1"
-  "gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
-  "gitTreeState=clean"
-  "buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-)
-[[ -n "$commit" ]] && kv+=("gitCommit=$commit")
-ldflags="-s -w"
-for r in "${kv[@]}"; do
-  ldflags+=" -X 'k8s.io/client-go/pkg/version.$r' -X 'k8s.io/component-base/version.$r'"
-done
+mkdir -p "$work/out"
+k8s_module "$mod" "$K8S_VERSION"
+ldflags="$(k8s_ldflags "$K8S_VERSION" "$K8S_COMMIT")"
 
 start=$SECONDS
 for cmd in "${todo[@]}"; do
   log "building $cmd $K8S_VERSION"
-  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -tags "$TAGS" \
-    -ldflags "$ldflags" -o "$work/out/$cmd" "k8s.io/kubernetes/cmd/$cmd") ||
-    die "building $cmd failed"
+  k8s_build "$mod" "$cmd" 0 "$ldflags" "$work/out/$cmd" || die "building $cmd failed"
   "$work/out/$cmd" --version 2>/dev/null | grep -q "$K8S_VERSION" ||
     [[ "$cmd" == kubeadm ]] || die "$cmd --version does not say $K8S_VERSION"
   install -m 0755 "$work/out/$cmd" "$BIN/$cmd.new"

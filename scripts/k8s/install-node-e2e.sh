@@ -5,8 +5,8 @@
 # pins, kubelet (kept when scripts/k8s/install.sh already installed it),
 # agnhost from test/images/agnhost and the files the suite's images add to
 # it (test/images/{kitten,nautilus}/html, agnhost's porter certificate) in
-# image-files/, for scripts/images/node-e2e.sh. Builds only what is missing or stamped with another version; the Go
-# build cache is the default one.
+# image-files/, for scripts/images/node-e2e.sh. Builds only what is missing
+# or stamped with another version; the Go build cache is the default one.
 #
 #   scripts/k8s/install-node-e2e.sh [VERSION]    prints the install directory
 #
@@ -74,9 +74,7 @@ if [[ -x "$BIN/kubelet" ]] && "$BIN/kubelet" --version | grep -qx "Kubernetes $K
 else
   # kubelet links with cgo as upstream ships it.
   log "building kubelet"
-  (cd "$work/kubernetes" && CGO_ENABLED=1 go build -trimpath -tags "$K8S_BUILD_TAGS" \
-    -ldflags "$ldflags" -o "$work/out/kubelet" k8s.io/kubernetes/cmd/kubelet) ||
-    die "building kubelet failed"
+  k8s_build "$work/kubernetes" kubelet 1 "$ldflags" "$work/out/kubelet" || die "building kubelet failed"
   "$work/out/kubelet" --version | grep -qx "Kubernetes $K8S_VERSION" ||
     die "kubelet --version says: $("$work/out/kubelet" --version)"
 fi

@@ -21,14 +21,14 @@ v1.36.*) default_etcd=v3.6.8 ;;
 esac
 ETCD_VERSION="${BERTH_ETCD_VERSION:-$default_etcd}"
 BIN="${BERTH_K8S_BIN:-/usr/local/lib/berth-k8s/$K8S_VERSION}"
-# Upstream's release tags (hack/lib/golang.sh, non-debug builds).
-TAGS="selinux,notest,grpcnotrace"
 BINARIES=(etcd etcdctl kube-apiserver kubelet kubectl)
 # kubeadm from 1.37 on (the kubeadm-made node); the skew run's v1.36.4
 # install stays as it was built, so it is not rebuilt for a binary it
 # does not use.
 [[ "$K8S_VERSION" == v1.36.* ]] || BINARIES+=(kubeadm)
-STAMP_TEXT="kubernetes $K8S_VERSION etcd $ETCD_VERSION tags $TAGS"
+# shellcheck source=lib/module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/module.sh"
+STAMP_TEXT="kubernetes $K8S_VERSION etcd $ETCD_VERSION tags $K8S_BUILD_TAGS"
 
 log() { echo "k8s-install: $*" >&2; }
 die() {
@@ -65,42 +65,12 @@ export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -mod=mod"
 # The upstream commit, for --version's gitCommit, when the proxy names it.
 origin_hash() { jq -r '.Origin.Hash // empty' "$1" 2>/dev/null || true; }
 
-# ---- Kubernetes: a scratch module requiring k8s.io/kubernetes, with every
-# staging module its go.mod replaces by ./staging/... replaced by the
-# published v0.<minor>.<patch> instead (the proxy cannot serve ./staging).
+# ---- Kubernetes: the scratch module of lib/module.sh.
 build_kubernetes() {
-  local mod="$work/kubernetes" info gomod staging_version commit ldflags r
-  mkdir -p "$mod" "$work/out"
-  info="$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION")"
-  gomod="$(jq -r .GoMod <<<"$info")"
-  [[ -f "$gomod" ]] || die "no go.mod for k8s.io/kubernetes@$K8S_VERSION"
-  staging_version="v0.${K8S_VERSION#v1.}"
-  (
-    cd "$mod"
-    go mod init berth.local/k8s-build >/dev/null 2>&1
-    go mod edit -go="$(go mod edit -json "$gomod" | jq -r .Go)"
-    go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
-    while read -r r; do
-      go mod edit -replace="$r=$r@$staging_version"
-    done < <(go mod edit -json "$gomod" |
-      jq -r '.Replace[] | select(.New.Path | startswith("./staging/")) | .Old.Path')
-  )
-  log "kubernetes $K8S_VERSION: $(grep -c '=> k8s.io/' "$mod/go.mod") staging modules replaced by $staging_version"
-
-  commit="$(origin_hash "$(jq -r .Info <<<"$info")")"
-  # Upstream's version ldflags (hack/lib/version.sh) for both version packages.
-  local -a kv=(
-    "gitVersion=$K8S_VERSION"
-    "gitMajor=1"
-    "gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
-    "gitTreeState=clean"
-    "buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  )
-  [[ -n "$commit" ]] && kv+=("gitCommit=$commit")
-  ldflags="-s -w"
-  for r in "${kv[@]}"; do
-    ldflags+=" -X 'k8s.io/client-go/pkg/version.$r' -X 'k8s.io/component-base/version.$r'"
-  done
+  local mod="$work/kubernetes" ldflags
+  mkdir -p "$work/out"
+  k8s_module "$mod" "$K8S_VERSION"
+  ldflags="$(k8s_ldflags "$K8S_VERSION" "$K8S_COMMIT")"
 
   local cmd cgo
   for cmd in kubectl kubeadm kube-apiserver kubelet; do
@@ -109,9 +79,7 @@ build_kubernetes() {
     cgo=0
     [[ "$cmd" == kubelet ]] && cgo=1
     log "building $cmd (CGO_ENABLED=$cgo)"
-    (cd "$mod" && CGO_ENABLED=$cgo go build -trimpath -tags "$TAGS" \
-      -ldflags "$ldflags" -o "$work/out/$cmd" "k8s.io/kubernetes/cmd/$cmd") ||
-      die "building $cmd failed"
+    k8s_build "$mod" "$cmd" "$cgo" "$ldflags" "$work/out/$cmd" || die "building $cmd failed"
   done
 }
 
@@ -144,8 +112,11 @@ build_kubernetes
 # Check what was built says the pinned versions before installing it.
 "$work/out/kubelet" --version | grep -qx "Kubernetes $K8S_VERSION" ||
   die "kubelet --version says: $("$work/out/kubelet" --version)"
-"$work/out/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" ||
-  die "etcd --version says: $("$work/out/etcd" --version | head -n1)"
+# Captured first: grep -q stops reading at its match, and the writer of the
+# lines after it would die of SIGPIPE, failing the pipe under pipefail.
+etcd_says="$("$work/out/etcd" --version)"
+grep -q "etcd Version: ${ETCD_VERSION#v}" <<<"$etcd_says" ||
+  die "etcd --version says: $(head -n1 <<<"$etcd_says")"
 
 for b in "${BINARIES[@]}"; do
   install -m 0755 "$work/out/$b" "$BIN/$b.new"

@@ -256,8 +256,8 @@ impl CgroupfsManager {
         Ok(self.dirs(&rel))
     }
 
-    /// Where the stats files of cgroup `path` are: the cpuacct, memory and
-    /// pids controllers' dirs on v1 (hybrid included: its unified hierarchy
+    /// Where the stats files of cgroup `path` are: the cpuacct, cpu, memory,
+    /// pids and blkio controllers' dirs on v1 (hybrid included: its unified hierarchy
     /// has no controllers), the one dir on v2.
     pub fn stats_dirs(&self, path: &str) -> Result<crate::stats::StatsDirs, CgroupError> {
         let rel = relative(path)?;
@@ -276,6 +276,7 @@ impl CgroupfsManager {
         };
         Ok(crate::stats::StatsDirs::V1 {
             cpuacct: dir_of("cpuacct"),
+            cpu: dir_of("cpu"),
             memory: dir_of("memory"),
             pids: dir_of("pids"),
             blkio: dir_of("blkio"),

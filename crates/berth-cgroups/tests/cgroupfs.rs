@@ -350,7 +350,28 @@ fn stats_of_a_real_cgroup_count_its_process() {
     }
     if let Some(pids) = stats.pids {
         assert_eq!(pids.current, 1, "{stats:?}");
+        assert_eq!(stats.pids_limit, Some(None), "no limit was set: {stats:?}");
     }
+    // What cadvisor's metrics add: the cpu split, the memory counters, the
+    // cpu settings (v1 always has the cpu controller; a v2 subtree may not),
+    // and the process itself in cgroup.procs.
+    let split = stats.cpu_split.expect("cpu split");
+    assert!(split.user_ns + split.system_ns > 0, "{stats:?}");
+    if let Some(memory) = stats.memory {
+        let counters = stats.memory_counters.expect("memory counters");
+        assert!(counters.own_page_faults <= memory.page_faults, "{stats:?}");
+        assert_eq!(counters.failcnt, 0, "{stats:?}");
+    }
+    if t.manager.layout() != Layout::Unified {
+        let limits = stats.cpu_limits.expect("cpu settings");
+        assert!(limits.period_us > 0 && limits.shares > 0, "{stats:?}");
+        assert_eq!(limits.quota_us, None, "no quota was set: {stats:?}");
+        assert!(stats.throttling.is_some(), "{stats:?}");
+    }
+    assert_eq!(
+        berth_cgroups::stats::procs(&dirs).unwrap(),
+        [u32::try_from(pid).unwrap()]
+    );
     t.kill(pid);
 
     let gone = t.path("never-created");

@@ -14,6 +14,7 @@ pub mod disk_usage;
 pub mod events;
 #[cfg(test)]
 pub(crate) mod fakes;
+pub mod fs_capacity;
 pub mod fs_usage;
 pub mod helper_binary;
 pub mod ids;
@@ -26,6 +27,7 @@ pub mod lsm;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;
+pub mod proc_counts;
 pub mod process_metrics;
 pub mod procs;
 pub mod recovery;

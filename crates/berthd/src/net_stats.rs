@@ -10,13 +10,17 @@ use std::path::{Path, PathBuf};
 use nix::sched::{setns, CloneFlags};
 
 /// Cumulative counters of one interface.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterfaceCounters {
     pub name: String,
     pub rx_bytes: u64,
+    pub rx_packets: u64,
     pub rx_errors: u64,
+    pub rx_dropped: u64,
     pub tx_bytes: u64,
+    pub tx_packets: u64,
     pub tx_errors: u64,
+    pub tx_dropped: u64,
 }
 
 /// The interfaces of a namespace (loopback left out: it is not pod
@@ -54,7 +58,7 @@ fn read_in(netns: &Path) -> std::io::Result<NetCounters> {
 }
 
 /// Parses `/proc/net/dev`: two header lines, then `name: ` and 16 counters
-/// (8 receive, 8 transmit; bytes first, errors third in each half).
+/// (8 receive, 8 transmit; each half starts bytes, packets, errors, drops).
 pub fn parse_net_dev(text: &str) -> Vec<InterfaceCounters> {
     text.lines()
         .skip(2)
@@ -71,9 +75,13 @@ pub fn parse_net_dev(text: &str) -> Vec<InterfaceCounters> {
             Some(InterfaceCounters {
                 name: name.to_string(),
                 rx_bytes: values[0],
+                rx_packets: values[1],
                 rx_errors: values[2],
+                rx_dropped: values[3],
                 tx_bytes: values[8],
+                tx_packets: values[9],
                 tx_errors: values[10],
+                tx_dropped: values[11],
             })
         })
         .collect()
@@ -97,7 +105,7 @@ mod tests {
 Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
     lo:     120       2    0    0    0     0          0         0      120       2    0    0    0     0       0          0
-  eth0:    1296      16    3    0    0     0          0         0      936      12    1    0    0     0       0          0
+  eth0:    1296      16    3    2    0     0          0         0      936      12    1    4    0     0       0          0
 ";
 
     const ROUTE: &str = "\
@@ -113,9 +121,13 @@ eth0\t00000000\t01005A0A\t0003\t0\t0\t0\t00000000\t0\t0\t0
             vec![InterfaceCounters {
                 name: "eth0".into(),
                 rx_bytes: 1296,
+                rx_packets: 16,
                 rx_errors: 3,
+                rx_dropped: 2,
                 tx_bytes: 936,
+                tx_packets: 12,
                 tx_errors: 1,
+                tx_dropped: 4,
             }]
         );
     }

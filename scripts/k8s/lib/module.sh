@@ -56,3 +56,10 @@ k8s_ldflags() {
 k8s_required() {
   go mod edit -json "$1" | jq -r --arg p "$2" '.Require[] | select(.Path == $p) | .Version'
 }
+
+# k8s_build MOD CMD CGO LDFLAGS OUT: builds k8s.io/kubernetes/cmd/CMD in the
+# scratch module MOD with upstream's tags, CGO_ENABLED=CGO.
+k8s_build() {
+  (cd "$1" && CGO_ENABLED="$3" go build -trimpath -tags "$K8S_BUILD_TAGS" \
+    -ldflags "$4" -o "$5" "k8s.io/kubernetes/cmd/$2")
+}

@@ -107,6 +107,20 @@ for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable
   cri exec "$ctr_id" dd if=/dev/zero of=/written bs=1048576 count=4 conv=fsync >/dev/null 2>&1
   written="$(cri metricsp -o json 2>/dev/null | jq -r --arg id "$ctr_id" '[.. | objects | select(.name? == "container_fs_writes_bytes_total" and ((.labelValues // .label_values // [])[0] == $id)) | (.value.value // 0 | tonumber)] | add // 0')"
   check "$name: metrics count the container's 4 MiB written" true "$([[ "${written:-0}" -ge 4194304 ]] && echo true || echo "false ($written)")"
+  # cadvisor's settings and counters, read from the scope's cgroup v2 files:
+  # the limits as set, and the swap and thread counts kubelet's
+  # /metrics/cadvisor shows.
+  metrics="$(cri metricsp -o json 2>/dev/null)"
+  metric() {
+    jq -r --arg id "$ctr_id" --arg name "$1" '[.. | objects | select(.name? == $name and ((.labelValues // .label_values // [])[0] == $id)) | (.value.value // 0 | tonumber)] | first // "none"' <<<"$metrics"
+  }
+  check "$name: metrics report the cpu quota" 50000 "$(metric container_spec_cpu_quota)"
+  check "$name: metrics report the memory limit" "$limit" "$(metric container_spec_memory_limit_bytes)"
+  for counter in container_memory_swap container_threads container_memory_kernel_usage \
+    container_memory_max_usage_bytes container_cpu_cfs_periods_total container_processes; do
+    check "$name: metrics report $counter" true \
+      "$(value="$(metric "$counter")"; [[ "$value" != none ]] && echo true || echo "false ($value)")"
+  done
   # systemd rewrites a unit's cgroup from its properties on every
   # daemon-reload: limits written only to the files would be lost.
   systemctl daemon-reload

@@ -1,6 +1,8 @@
-//! Resource usage of a cgroup, read from its files: cpu time, memory
-//! (usage, working set, RSS, page faults, limit), swap, process count,
-//! block IO and pressure (PSI).
+//! Resource usage of a cgroup, read from its files: cpu time (user and
+//! system, CFS throttling), memory (usage, working set, RSS, cache, page
+//! faults, failures, peak, OOM kills, limits), swap, process count and
+//! limit, block IO, pressure (PSI), and the cpu settings cadvisor reports
+//! as the container's spec.
 //!
 //! [`v1`] and [`v2`] read one layout each from directories given to them,
 //! so both are unit-tested against fixture files; [`StatsDirs`] says where
@@ -43,6 +45,8 @@ pub enum StatsDirs {
     /// controller is not mounted).
     V1 {
         cpuacct: Option<PathBuf>,
+        /// The cpu controller: CFS throttling and settings.
+        cpu: Option<PathBuf>,
         memory: Option<PathBuf>,
         pids: Option<PathBuf>,
         blkio: Option<PathBuf>,
@@ -60,6 +64,74 @@ pub struct CgroupStats {
     pub pids: Option<PidsStats>,
     pub io: Option<IoStats>,
     pub pressure: Option<PressureStats>,
+    /// User and system cpu time.
+    pub cpu_split: Option<CpuSplit>,
+    /// CFS bandwidth periods and throttling; `None` without the cpu
+    /// controller.
+    pub throttling: Option<Throttling>,
+    /// The cpu settings; `None` without the cpu controller.
+    pub cpu_limits: Option<CpuLimits>,
+    /// Memory counters beyond [`MemoryStats`].
+    pub memory_counters: Option<MemoryCounters>,
+    /// `pids.max`: `Some(None)` when unlimited.
+    pub pids_limit: Option<Option<u64>>,
+}
+
+/// Cumulative cpu time split by mode, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuSplit {
+    pub user_ns: u64,
+    pub system_ns: u64,
+}
+
+/// CFS bandwidth counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Throttling {
+    /// Enforcement periods elapsed (only counted under a quota).
+    pub periods: u64,
+    /// Periods in which the cgroup ran out of quota.
+    pub throttled_periods: u64,
+    /// Total time throttled, in nanoseconds.
+    pub throttled_ns: u64,
+}
+
+/// The cpu settings of a cgroup, as cgroup v1 names them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuLimits {
+    /// CFS period in microseconds.
+    pub period_us: u64,
+    /// CFS quota in microseconds per period; `None` when unlimited.
+    pub quota_us: Option<u64>,
+    /// Relative weight in v1 shares (v2's `cpu.weight` converted back).
+    pub shares: u64,
+}
+
+/// Memory counters and settings cadvisor reports beyond usage and limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryCounters {
+    /// Page cache (v1 `total_cache`, v2 `file`).
+    pub cache_bytes: u64,
+    /// Memory-mapped files.
+    pub mapped_file_bytes: u64,
+    /// Kernel memory charged to the cgroup; `None` where not reported.
+    pub kernel_bytes: Option<u64>,
+    /// How often usage hit the limit (v1 `memory.failcnt`, v2
+    /// `memory.events` `max`).
+    pub failcnt: u64,
+    /// Peak usage; `None` where the kernel does not keep it.
+    pub max_usage_bytes: Option<u64>,
+    /// OOM kills in the cgroup; `None` where the kernel does not count.
+    pub oom_kills: Option<u64>,
+    /// Page faults of the cgroup itself, without its children (v1 only
+    /// keeps these apart; v2 counts the subtree).
+    pub own_page_faults: u64,
+    pub own_major_page_faults: u64,
+    /// The reservation (v1 soft limit, v2 `memory.min`); `None` when
+    /// unset or unlimited.
+    pub reservation_bytes: Option<u64>,
+    /// The swap limit as the kernel holds it (v1: memory plus swap); `None`
+    /// when unlimited or not accounted.
+    pub raw_swap_limit_bytes: Option<u64>,
 }
 
 /// Cumulative cpu time.
@@ -122,6 +194,11 @@ impl CgroupStats {
         if let Some(io) = &other.io {
             self.io.get_or_insert_with(IoStats::default).accumulate(io);
         }
+        if let Some(split) = other.cpu_split {
+            let sum = self.cpu_split.get_or_insert_with(CpuSplit::default);
+            sum.user_ns += split.user_ns;
+            sum.system_ns += split.system_ns;
+        }
         self.pressure = None;
     }
 }
@@ -133,6 +210,7 @@ pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
     let stats = match dirs {
         StatsDirs::V1 {
             cpuacct,
+            cpu,
             memory,
             pids,
             blkio,
@@ -142,6 +220,11 @@ pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
             pids: optional(pids.as_deref(), v1::pids)?,
             io: optional(blkio.as_deref(), block_io::v1)?,
             pressure: None,
+            cpu_split: optional(cpuacct.as_deref(), v1::cpu_split)?,
+            throttling: optional(cpu.as_deref(), v1::throttling)?,
+            cpu_limits: optional(cpu.as_deref(), v1::cpu_limits)?,
+            memory_counters: optional(memory.as_deref(), v1::memory_counters)?,
+            pids_limit: optional(pids.as_deref(), pids_max)?,
         },
         StatsDirs::V2 { dir } => {
             if !dir.is_dir() {
@@ -153,6 +236,11 @@ pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
                 pids: optional(Some(dir), v2::pids)?,
                 io: optional(Some(dir), block_io::v2)?,
                 pressure: pressure::read(dir),
+                cpu_split: optional(Some(dir), v2::cpu_split)?,
+                throttling: optional(Some(dir), v2::throttling)?,
+                cpu_limits: optional(Some(dir), v2::cpu_limits)?,
+                memory_counters: optional(Some(dir), v2::memory_counters)?,
+                pids_limit: optional(Some(dir), pids_max)?,
             }
         }
     };
@@ -164,6 +252,52 @@ pub fn read(dirs: &StatsDirs) -> Result<CgroupStats, StatsError> {
         return Err(StatsError::Missing { file });
     }
     Ok(stats)
+}
+
+/// The pids of the processes in the cgroup itself (not its children),
+/// from `cgroup.procs`: v1's pids dir (else memory's or cpuacct's), v2's
+/// one dir.
+pub fn procs(dirs: &StatsDirs) -> Result<Vec<u32>, StatsError> {
+    let dir = match dirs {
+        StatsDirs::V1 {
+            pids,
+            memory,
+            cpuacct,
+            ..
+        } => pids.as_ref().or(memory.as_ref()).or(cpuacct.as_ref()),
+        StatsDirs::V2 { dir } => Some(dir),
+    };
+    let Some(dir) = dir else {
+        return Ok(Vec::new());
+    };
+    let file = dir.join("cgroup.procs");
+    let text = read_file(&file)?;
+    text.lines()
+        .map(|line| {
+            line.trim().parse().map_err(|_| StatsError::Parse {
+                file: file.clone(),
+                content: line.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `pids.max`, the same file on v1 and v2: a number, or `max`.
+pub fn pids_max(dir: &Path) -> Result<Option<u64>, StatsError> {
+    read_max(&dir.join("pids.max"))
+}
+
+/// A `*.max` file: a number, or `max` for no limit (`None`). A missing
+/// file is [`StatsError::Missing`].
+pub(crate) fn read_max(file: &Path) -> Result<Option<u64>, StatsError> {
+    let text = read_file(file)?;
+    match text.trim() {
+        "max" => Ok(None),
+        value => value.parse().map(Some).map_err(|_| StatsError::Parse {
+            file: file.to_path_buf(),
+            content: text.clone(),
+        }),
+    }
 }
 
 /// Runs `reader` on `dir` if given; a missing file or dir gives `None`.

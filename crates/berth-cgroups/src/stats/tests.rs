@@ -35,6 +35,7 @@ fn full_v2() -> CgroupStats {
 fn v1_reads_every_controller() {
     let dirs = StatsDirs::V1 {
         cpuacct: Some(fixture("v1/cpuacct")),
+        cpu: None,
         memory: Some(fixture("v1/memory")),
         pids: Some(fixture("v1/pids")),
         blkio: Some(fixture("v1/blkio")),
@@ -73,6 +74,7 @@ fn v1_without_swap_accounting_or_limit() {
 fn v1_missing_controllers_are_none() {
     let dirs = StatsDirs::V1 {
         cpuacct: Some(fixture("v1/cpuacct")),
+        cpu: None,
         memory: Some(fixture("v1/absent")),
         pids: None,
         blkio: None,
@@ -128,6 +130,7 @@ fn missing_cgroup_is_an_error_naming_it() {
     );
     let err = read(&StatsDirs::V1 {
         cpuacct: None,
+        cpu: None,
         memory: Some(fixture("v1/gone")),
         pids: None,
         blkio: None,
@@ -264,4 +267,125 @@ fn accumulate_adds_io_per_device_and_drops_pressure() {
     assert_eq!(io.devices[0].write_bytes, 4 * MIB);
     assert_eq!(io.devices[1].read_bytes, 1);
     assert_eq!(sum.pressure, None);
+}
+
+#[test]
+fn v1_cpu_split_throttling_and_settings() {
+    let dirs = StatsDirs::V1 {
+        cpuacct: Some(fixture("v1/cpuacct")),
+        cpu: Some(fixture("v1/cpu")),
+        memory: Some(fixture("v1/memory")),
+        pids: Some(fixture("v1/pids")),
+        blkio: None,
+    };
+    let stats = read(&dirs).unwrap();
+    assert_eq!(
+        stats.cpu_split,
+        Some(CpuSplit {
+            user_ns: 100_000_000,
+            system_ns: 23_456_789
+        })
+    );
+    assert_eq!(
+        stats.throttling,
+        Some(Throttling {
+            periods: 120,
+            throttled_periods: 30,
+            throttled_ns: 4_500_000_000
+        })
+    );
+    assert_eq!(
+        stats.cpu_limits,
+        Some(CpuLimits {
+            period_us: 100_000,
+            quota_us: Some(20_000),
+            shares: 1024
+        })
+    );
+    let memory = stats.memory_counters.unwrap();
+    assert_eq!(memory.cache_bytes, 20 * MIB, "total_cache, not cache");
+    assert_eq!(memory.mapped_file_bytes, MIB);
+    assert_eq!(memory.kernel_bytes, Some(327_680));
+    assert_eq!(memory.failcnt, 5);
+    assert_eq!(memory.max_usage_bytes, Some(72 * MIB));
+    assert_eq!(memory.oom_kills, Some(2));
+    assert_eq!(
+        (memory.own_page_faults, memory.own_major_page_faults),
+        (100, 1)
+    );
+    assert_eq!(memory.reservation_bytes, None, "the unlimited soft limit");
+    assert_eq!(memory.raw_swap_limit_bytes, Some(512 * MIB));
+    assert_eq!(stats.pids_limit, Some(Some(32)));
+}
+
+#[test]
+fn v1_unlimited_quota_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value) in [
+        ("cpu.cfs_period_us", "100000"),
+        ("cpu.cfs_quota_us", "-1"),
+        ("cpu.shares", "2"),
+    ] {
+        std::fs::write(dir.path().join(name), format!("{value}\n")).unwrap();
+    }
+    let limits = v1::cpu_limits(dir.path()).unwrap();
+    assert_eq!(limits.quota_us, None);
+    assert_eq!(limits.shares, 2);
+}
+
+#[test]
+fn v2_cpu_split_throttling_and_settings() {
+    let stats = full_v2();
+    assert_eq!(
+        stats.cpu_split,
+        Some(CpuSplit {
+            user_ns: 2_000_000_000,
+            system_ns: 500_000_000
+        })
+    );
+    assert_eq!(stats.throttling, Some(Throttling::default()));
+    assert_eq!(
+        stats.cpu_limits,
+        Some(CpuLimits {
+            period_us: 100_000,
+            quota_us: Some(20_000),
+            // cpu.weight 39 is what 1024 shares became.
+            shares: 998
+        })
+    );
+    let memory = stats.memory_counters.unwrap();
+    assert_eq!(memory.cache_bytes, 20 * MIB);
+    assert_eq!(memory.mapped_file_bytes, MIB);
+    assert_eq!(memory.kernel_bytes, Some(1_118_208));
+    assert_eq!(memory.failcnt, 3, "memory.events max");
+    assert_eq!(memory.max_usage_bytes, Some(72 * MIB));
+    assert_eq!(memory.oom_kills, Some(1));
+    assert_eq!(memory.reservation_bytes, Some(8 * MIB));
+    assert_eq!(memory.raw_swap_limit_bytes, None, "max");
+    assert_eq!(stats.pids_limit, Some(None), "max is no limit");
+    assert_eq!(
+        procs(&StatsDirs::V2 {
+            dir: fixture("v2/full")
+        })
+        .unwrap(),
+        [1234, 1240]
+    );
+}
+
+#[test]
+fn v2_without_the_cpu_controller_has_no_throttling_or_settings() {
+    let stats = read(&StatsDirs::V2 {
+        dir: fixture("v2/cpu-only"),
+    })
+    .unwrap();
+    assert!(stats.cpu_split.is_some());
+    assert_eq!((stats.throttling, stats.cpu_limits), (None, None));
+    assert_eq!(stats.memory_counters, None);
+}
+
+#[test]
+fn weight_maps_back_to_shares() {
+    assert_eq!(v2::weight_to_shares(1), 2);
+    assert_eq!(v2::weight_to_shares(10_000), 262_144);
+    assert_eq!(v2::weight_to_shares(100), 2597);
 }

@@ -1,174 +1,114 @@
-//! Pod and container usage under the cadvisor
-//! metric names kubelet serves on `/metrics/cadvisor` when it takes stats
-//! from the runtime (KEP-2371).
+//! Pod and container usage under the cadvisor metric names, label sets
+//! and units kubelet serves on `/metrics/cadvisor` when it takes stats from
+//! the runtime (KEP-2371), as cri-tools' metrics specs expect them.
 //!
-//! CRI metric values are unsigned integers: cpu time is in whole seconds,
-//! as the metric's name says.
+//! CRI metric values are unsigned integers: times are in whole seconds, as
+//! the metrics' names say. A value berth cannot read on this node (a
+//! controller not enabled, a kernel too old) is left out rather than
+//! reported as zero.
 
 use std::collections::HashMap;
 
+use berth_cgroups::stats::{CgroupStats, IoStats};
 use cri_api::v1::{
-    ContainerMetrics, ContainerStats, CpuUsage, MemoryUsage, Metric, MetricDescriptor, MetricType,
-    PodSandboxMetrics, PsiData, PsiStats, UInt64Value,
+    ContainerMetrics, ContainerStats, Metric, MetricDescriptor, MetricType, PodSandboxMetrics,
+    PsiData, PsiStats, UInt64Value,
 };
 
-use super::container_stats::IoSample;
-use super::sandbox_stats::PodUsage;
+use super::container_stats::CgroupSample;
+use super::sandbox_stats::{NetSample, PodUsage};
 use crate::block_devices::DeviceNames;
+use crate::fs_capacity::FsCapacity;
 
 /// Labels of every metric: the cgroup's owner (container or pod id), its
 /// name and its image; kubelet adds pod, namespace and container names.
 const BASE_LABELS: [&str; 3] = ["id", "name", "image"];
 
-/// The metrics served: name, help, type, and the label it has on top of
-/// the base ones, if any.
-const DESCRIPTORS: [(&str, &str, MetricType, Option<&str>); 21] = [
-    (
-        "container_cpu_usage_seconds_total",
-        "Cumulative cpu time consumed in seconds.",
-        MetricType::Counter,
-        None,
-    ),
-    (
-        "container_memory_usage_bytes",
-        "Current memory usage in bytes, including all memory regardless of when it was accessed.",
-        MetricType::Gauge,
-        None,
-    ),
-    (
-        "container_memory_working_set_bytes",
-        "Current working set in bytes.",
-        MetricType::Gauge,
-        None,
-    ),
-    (
-        "container_memory_rss",
-        "Size of RSS in bytes.",
-        MetricType::Gauge,
-        None,
-    ),
-    (
-        "container_spec_memory_limit_bytes",
-        "Memory limit for the container.",
-        MetricType::Gauge,
-        None,
-    ),
-    (
-        "container_fs_usage_bytes",
-        "Number of bytes that are consumed by the container on this filesystem.",
-        MetricType::Gauge,
-        None,
-    ),
-    (
-        "container_fs_inodes_total",
-        "Number of inodes used by the container on this filesystem.",
-        MetricType::Gauge,
-        None,
-    ),
-    (
-        "container_network_receive_bytes_total",
-        "Cumulative count of bytes received.",
-        MetricType::Counter,
-        Some(INTERFACE),
-    ),
-    (
-        "container_network_receive_errors_total",
-        "Cumulative count of errors encountered while receiving.",
-        MetricType::Counter,
-        Some(INTERFACE),
-    ),
-    (
-        "container_network_transmit_bytes_total",
-        "Cumulative count of bytes transmitted.",
-        MetricType::Counter,
-        Some(INTERFACE),
-    ),
-    (
-        "container_network_transmit_errors_total",
-        "Cumulative count of errors encountered while transmitting.",
-        MetricType::Counter,
-        Some(INTERFACE),
-    ),
-    (
-        "container_fs_reads_bytes_total",
-        "Cumulative count of bytes read.",
-        MetricType::Counter,
-        Some(DEVICE),
-    ),
-    (
-        "container_fs_writes_bytes_total",
-        "Cumulative count of bytes written.",
-        MetricType::Counter,
-        Some(DEVICE),
-    ),
-    (
-        "container_fs_reads_total",
-        "Cumulative count of reads completed.",
-        MetricType::Counter,
-        Some(DEVICE),
-    ),
-    (
-        "container_fs_writes_total",
-        "Cumulative count of writes completed.",
-        MetricType::Counter,
-        Some(DEVICE),
-    ),
-    (
-        "container_pressure_cpu_stalled_seconds_total",
-        "Total time duration no tasks in the container could make progress due to CPU congestion.",
-        MetricType::Counter,
-        None,
-    ),
-    (
-        "container_pressure_cpu_waiting_seconds_total",
-        "Total time duration tasks in the container have waited due to CPU congestion.",
-        MetricType::Counter,
-        None,
-    ),
-    (
-        "container_pressure_memory_stalled_seconds_total",
-        "Total time duration no tasks in the container could make progress due to memory congestion.",
-        MetricType::Counter,
-        None,
-    ),
-    (
-        "container_pressure_memory_waiting_seconds_total",
-        "Total time duration tasks in the container have waited due to memory congestion.",
-        MetricType::Counter,
-        None,
-    ),
-    (
-        "container_pressure_io_stalled_seconds_total",
-        "Total time duration no tasks in the container could make progress due to IO congestion.",
-        MetricType::Counter,
-        None,
-    ),
-    (
-        "container_pressure_io_waiting_seconds_total",
-        "Total time duration tasks in the container have waited due to IO congestion.",
-        MetricType::Counter,
-        None,
-    ),
+const NONE: &[&str] = &[];
+/// Network metrics: the pod's interface.
+const INTERFACE: &[&str] = &["interface"];
+/// Filesystem and block IO metrics: the device's `/dev` path.
+const DEVICE: &[&str] = &["device"];
+const CPU: &[&str] = &["cpu"];
+const BLKIO: &[&str] = &["device", "major", "minor", "operation"];
+const FAILURES: &[&str] = &["failure_type", "scope"];
+const ULIMIT: &[&str] = &["ulimit"];
+
+use MetricType::{Counter, Gauge};
+
+/// The metrics served: name, help (cadvisor's), type, and the labels on
+/// top of the base ones.
+const DESCRIPTORS: &[(&str, &str, MetricType, &[&str])] = &[
+    ("container_blkio_device_usage_total", "Blkio Device bytes usage", Counter, BLKIO),
+    ("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.", Counter, NONE),
+    ("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.", Counter, NONE),
+    ("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", Counter, NONE),
+    ("container_cpu_system_seconds_total", "Cumulative system cpu time consumed in seconds.", Counter, NONE),
+    ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", Counter, CPU),
+    ("container_cpu_user_seconds_total", "Cumulative user cpu time consumed in seconds.", Counter, NONE),
+    ("container_file_descriptors", "Number of open file descriptors for the container.", Gauge, NONE),
+    ("container_fs_inodes_free", "Number of available Inodes", Gauge, DEVICE),
+    ("container_fs_inodes_total", "Number of Inodes", Gauge, DEVICE),
+    ("container_fs_limit_bytes", "Number of bytes that can be consumed by the container on this filesystem.", Gauge, DEVICE),
+    ("container_fs_reads_bytes_total", "Cumulative count of bytes read", Counter, DEVICE),
+    ("container_fs_reads_total", "Cumulative count of reads completed", Counter, DEVICE),
+    ("container_fs_usage_bytes", "Number of bytes that are consumed by the container on this filesystem.", Gauge, DEVICE),
+    ("container_fs_writes_bytes_total", "Cumulative count of bytes written", Counter, DEVICE),
+    ("container_fs_writes_total", "Cumulative count of writes completed", Counter, DEVICE),
+    ("container_last_seen", "Last time a container was seen by the exporter", Gauge, NONE),
+    ("container_memory_cache", "Number of bytes of page cache memory.", Gauge, NONE),
+    ("container_memory_failcnt", "Number of memory usage hits limits", Counter, NONE),
+    ("container_memory_failures_total", "Cumulative count of memory allocation failures.", Counter, FAILURES),
+    ("container_memory_kernel_usage", "Size of kernel memory allocated in bytes.", Gauge, NONE),
+    ("container_memory_mapped_file", "Size of memory mapped files in bytes.", Gauge, NONE),
+    ("container_memory_max_usage_bytes", "Maximum memory usage recorded in bytes", Gauge, NONE),
+    ("container_memory_rss", "Size of RSS in bytes.", Gauge, NONE),
+    ("container_memory_swap", "Container swap usage in bytes.", Gauge, NONE),
+    ("container_memory_usage_bytes", "Current memory usage in bytes, including all memory regardless of when it was accessed", Gauge, NONE),
+    ("container_memory_working_set_bytes", "Current working set in bytes.", Gauge, NONE),
+    ("container_network_receive_bytes_total", "Cumulative count of bytes received", Counter, INTERFACE),
+    ("container_network_receive_errors_total", "Cumulative count of errors encountered while receiving", Counter, INTERFACE),
+    ("container_network_receive_packets_dropped_total", "Cumulative count of packets dropped while receiving", Counter, INTERFACE),
+    ("container_network_receive_packets_total", "Cumulative count of packets received", Counter, INTERFACE),
+    ("container_network_transmit_bytes_total", "Cumulative count of bytes transmitted", Counter, INTERFACE),
+    ("container_network_transmit_errors_total", "Cumulative count of errors encountered while transmitting", Counter, INTERFACE),
+    ("container_network_transmit_packets_dropped_total", "Cumulative count of packets dropped while transmitting", Counter, INTERFACE),
+    ("container_network_transmit_packets_total", "Cumulative count of packets transmitted", Counter, INTERFACE),
+    ("container_oom_events_total", "Count of out of memory events observed for the container", Counter, NONE),
+    ("container_pressure_cpu_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to CPU congestion.", Counter, NONE),
+    ("container_pressure_cpu_waiting_seconds_total", "Total time duration tasks in the container have waited due to CPU congestion.", Counter, NONE),
+    ("container_pressure_io_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to IO congestion.", Counter, NONE),
+    ("container_pressure_io_waiting_seconds_total", "Total time duration tasks in the container have waited due to IO congestion.", Counter, NONE),
+    ("container_pressure_memory_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to memory congestion.", Counter, NONE),
+    ("container_pressure_memory_waiting_seconds_total", "Total time duration tasks in the container have waited due to memory congestion.", Counter, NONE),
+    ("container_processes", "Number of processes running inside the container.", Gauge, NONE),
+    ("container_sockets", "Number of open sockets for the container.", Gauge, NONE),
+    ("container_spec_cpu_period", "CPU period of the container.", Gauge, NONE),
+    ("container_spec_cpu_quota", "CPU quota of the container.", Gauge, NONE),
+    ("container_spec_cpu_shares", "CPU share of the container.", Gauge, NONE),
+    ("container_spec_memory_limit_bytes", "Memory limit for the container.", Gauge, NONE),
+    ("container_spec_memory_reservation_limit_bytes", "Memory reservation limit for the container.", Gauge, NONE),
+    ("container_spec_memory_swap_limit_bytes", "Memory swap limit for the container.", Gauge, NONE),
+    ("container_start_time_seconds", "Start time of the container since unix epoch in seconds.", Gauge, NONE),
+    ("container_threads", "Number of threads running inside the container", Gauge, NONE),
+    ("container_threads_max", "Maximum number of threads allowed inside the container, infinity if value is zero", Gauge, NONE),
+    ("container_ulimits_soft", "Soft ulimit values for the container root process. Unlimited if -1, except priority and nice", Gauge, ULIMIT),
 ];
 
-/// The extra label of network metrics: the pod's interface.
-const INTERFACE: &str = "interface";
-/// The extra label of block IO metrics: the device's `/dev` path.
-const DEVICE: &str = "device";
+const NANOS: u64 = 1_000_000_000;
 
 /// The descriptors of every metric served.
 pub fn descriptors() -> Vec<MetricDescriptor> {
     DESCRIPTORS
         .iter()
-        .map(|(name, help, _, extra)| {
-            let mut label_keys: Vec<String> =
-                BASE_LABELS.iter().map(|key| key.to_string()).collect();
-            label_keys.extend(extra.map(str::to_string));
-            MetricDescriptor {
-                name: name.to_string(),
-                help: help.to_string(),
-                label_keys,
-            }
+        .map(|(name, help, _, extra)| MetricDescriptor {
+            name: name.to_string(),
+            help: help.to_string(),
+            label_keys: BASE_LABELS
+                .iter()
+                .chain(extra.iter())
+                .map(|key| key.to_string())
+                .collect(),
         })
         .collect()
 }
@@ -181,6 +121,27 @@ fn metric_type(name: &str) -> MetricType {
         .unwrap_or(MetricType::Gauge)
 }
 
+/// What every pod's metrics share: the containers' images, block device
+/// names, the filesystem of the writable layers, and the time now.
+pub(super) struct MetricsContext<'a> {
+    pub images: &'a HashMap<String, String>,
+    pub devices: &'a DeviceNames,
+    /// The filesystem holding the containers' writable layers.
+    pub layers_fs: Option<FsCapacity>,
+    /// Now, in nanoseconds since the epoch.
+    pub now: i64,
+}
+
+impl MetricsContext<'_> {
+    /// A device's `/dev` path, or `major:minor` where sysfs has no name.
+    fn device_name(&self, major: u64, minor: u64) -> String {
+        self.devices
+            .get(&(major, minor))
+            .cloned()
+            .unwrap_or_else(|| format!("{major}:{minor}"))
+    }
+}
+
 /// Adds metrics to one owner's list, labelled with the owner's base labels.
 struct Builder<'a> {
     labels: [&'a str; 3],
@@ -188,63 +149,71 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    /// One metric; `extra` is the value of its descriptor's extra label.
-    fn push(&mut self, name: &str, timestamp: i64, value: Option<u64>, extra: Option<&str>) {
+    /// One metric; `extra` are the values of its descriptor's extra labels.
+    fn push(&mut self, name: &str, timestamp: i64, value: Option<u64>, extra: &[&str]) {
         let Some(value) = value else {
             return;
         };
-        let mut label_values: Vec<String> =
-            self.labels.iter().map(|label| label.to_string()).collect();
-        label_values.extend(extra.map(str::to_string));
         self.metrics.push(Metric {
             name: name.to_string(),
             timestamp,
             metric_type: metric_type(name) as i32,
-            label_values,
+            label_values: self
+                .labels
+                .iter()
+                .chain(extra.iter())
+                .map(|label| label.to_string())
+                .collect(),
             value: Some(UInt64Value { value }),
         });
     }
 
-    /// Several metrics with one timestamp and extra label value.
-    fn push_each<const N: usize>(
-        &mut self,
-        timestamp: i64,
-        extra: Option<&str>,
-        metrics: [(&str, Option<u64>); N],
-    ) {
+    /// Several metrics with one timestamp and no extra labels.
+    fn push_each(&mut self, timestamp: i64, metrics: &[(&str, Option<u64>)]) {
         for (name, value) in metrics {
-            self.push(name, timestamp, value, extra);
+            self.push(name, timestamp, *value, &[]);
         }
     }
 
-    /// Cpu time in whole seconds, and cpu pressure.
-    fn cpu(&mut self, cpu: &CpuUsage) {
-        let seconds = get(&cpu.usage_core_nano_seconds).map(|ns| ns / 1_000_000_000);
-        self.push(
-            "container_cpu_usage_seconds_total",
-            cpu.timestamp,
-            seconds,
-            None,
-        );
-        self.pressure("cpu", cpu.timestamp, cpu.psi.as_ref());
-    }
-
-    /// Memory usage, working set and RSS, and memory pressure.
-    fn memory(&mut self, memory: &MemoryUsage) {
-        let at = memory.timestamp;
+    /// Cpu time in whole seconds: in total (cadvisor's `cpu="total"`, as
+    /// berth reads no per-cpu split), user and system.
+    fn cpu(&mut self, at: i64, stats: &CgroupStats) {
+        let seconds = stats.cpu.map(|cpu| cpu.usage_ns / NANOS);
+        self.push("container_cpu_usage_seconds_total", at, seconds, &["total"]);
+        let split = stats.cpu_split;
         self.push_each(
             at,
-            None,
-            [
-                ("container_memory_usage_bytes", get(&memory.usage_bytes)),
+            &[
                 (
-                    "container_memory_working_set_bytes",
-                    get(&memory.working_set_bytes),
+                    "container_cpu_user_seconds_total",
+                    split.map(|split| split.user_ns / NANOS),
                 ),
-                ("container_memory_rss", get(&memory.rss_bytes)),
+                (
+                    "container_cpu_system_seconds_total",
+                    split.map(|split| split.system_ns / NANOS),
+                ),
             ],
         );
-        self.pressure("memory", at, memory.psi.as_ref());
+    }
+
+    /// Memory usage, working set, RSS and swap, and the counters the pod's
+    /// summed reading has too.
+    fn memory(&mut self, at: i64, stats: &CgroupStats) {
+        let Some(memory) = stats.memory else {
+            return;
+        };
+        self.push_each(
+            at,
+            &[
+                ("container_memory_usage_bytes", Some(memory.usage_bytes)),
+                (
+                    "container_memory_working_set_bytes",
+                    Some(memory.working_set_bytes),
+                ),
+                ("container_memory_rss", Some(memory.rss_bytes)),
+                ("container_memory_swap", memory.swap_usage_bytes),
+            ],
+        );
     }
 
     /// cadvisor's pressure counters for `resource`: `full` is stalled,
@@ -258,37 +227,159 @@ impl Builder<'_> {
             &format!("container_pressure_{resource}_stalled_seconds_total"),
             at,
             seconds(&psi.full),
-            None,
+            &[],
         );
         self.push(
             &format!("container_pressure_{resource}_waiting_seconds_total"),
             at,
             seconds(&psi.some),
-            None,
+            &[],
         );
     }
 
-    /// Bytes and operations per block device, labelled with its name.
-    fn block_io(&mut self, sample: Option<&IoSample>, devices: &DeviceNames) {
-        let Some(IoSample { at, io }) = sample else {
+    /// Bytes and operations per block device, labelled with its name; the
+    /// bytes also per operation, as cadvisor's blkio metric has them.
+    fn block_io(&mut self, at: i64, io: Option<&IoStats>, context: &MetricsContext) {
+        let Some(io) = io else {
             return;
         };
-        let at = *at;
         for device in &io.devices {
-            let name = devices
-                .get(&(device.major, device.minor))
-                .cloned()
-                .unwrap_or_else(|| format!("{}:{}", device.major, device.minor));
+            let name = context.device_name(device.major, device.minor);
+            let counters = [
+                ("container_fs_reads_bytes_total", device.read_bytes),
+                ("container_fs_writes_bytes_total", device.write_bytes),
+                ("container_fs_reads_total", device.reads),
+                ("container_fs_writes_total", device.writes),
+            ];
+            for (metric, value) in counters {
+                self.push(metric, at, Some(value), &[&name]);
+            }
+            let (major, minor) = (device.major.to_string(), device.minor.to_string());
+            for (operation, value) in [("Read", device.read_bytes), ("Write", device.write_bytes)] {
+                self.push(
+                    "container_blkio_device_usage_total",
+                    at,
+                    Some(value),
+                    &[&name, &major, &minor, operation],
+                );
+            }
+        }
+    }
+
+    /// The pod's interfaces' counters.
+    fn network(&mut self, net: &NetSample) {
+        for iface in &net.counters.interfaces {
+            let counters = [
+                ("container_network_receive_bytes_total", iface.rx_bytes),
+                ("container_network_receive_packets_total", iface.rx_packets),
+                ("container_network_receive_errors_total", iface.rx_errors),
+                (
+                    "container_network_receive_packets_dropped_total",
+                    iface.rx_dropped,
+                ),
+                ("container_network_transmit_bytes_total", iface.tx_bytes),
+                ("container_network_transmit_packets_total", iface.tx_packets),
+                ("container_network_transmit_errors_total", iface.tx_errors),
+                (
+                    "container_network_transmit_packets_dropped_total",
+                    iface.tx_dropped,
+                ),
+            ];
+            for (metric, value) in counters {
+                self.push(metric, net.at, Some(value), &[&iface.name]);
+            }
+        }
+    }
+
+    /// What only a container's own cgroup has: throttling, memory counters,
+    /// settings (cadvisor's spec metrics) and thread counts.
+    fn container_cgroup(&mut self, at: i64, stats: &CgroupStats) {
+        let limits = stats.cpu_limits;
+        // As cadvisor: throttling only under a quota, where it is counted.
+        if let (Some(throttling), Some(_)) = (stats.throttling, limits.and_then(|l| l.quota_us)) {
             self.push_each(
                 at,
-                Some(&name),
-                [
-                    ("container_fs_reads_bytes_total", Some(device.read_bytes)),
-                    ("container_fs_writes_bytes_total", Some(device.write_bytes)),
-                    ("container_fs_reads_total", Some(device.reads)),
-                    ("container_fs_writes_total", Some(device.writes)),
+                &[
+                    ("container_cpu_cfs_periods_total", Some(throttling.periods)),
+                    (
+                        "container_cpu_cfs_throttled_periods_total",
+                        Some(throttling.throttled_periods),
+                    ),
+                    (
+                        "container_cpu_cfs_throttled_seconds_total",
+                        Some(throttling.throttled_ns / NANOS),
+                    ),
                 ],
             );
+        }
+        if let Some(limits) = limits {
+            self.push_each(
+                at,
+                &[
+                    ("container_spec_cpu_period", Some(limits.period_us)),
+                    ("container_spec_cpu_quota", limits.quota_us),
+                    ("container_spec_cpu_shares", Some(limits.shares)),
+                ],
+            );
+        }
+        if let Some(memory) = stats.memory {
+            let counters = stats.memory_counters.unwrap_or_default();
+            // cadvisor reports an unlimited setting as 0.
+            let setting = |value: Option<u64>| Some(value.unwrap_or(0));
+            self.push_each(
+                at,
+                &[
+                    (
+                        "container_spec_memory_limit_bytes",
+                        setting(memory.limit_bytes),
+                    ),
+                    (
+                        "container_spec_memory_reservation_limit_bytes",
+                        setting(counters.reservation_bytes),
+                    ),
+                    (
+                        "container_spec_memory_swap_limit_bytes",
+                        setting(counters.raw_swap_limit_bytes),
+                    ),
+                ],
+            );
+        }
+        if let (Some(memory), Some(counters)) = (stats.memory, stats.memory_counters) {
+            self.push_each(
+                at,
+                &[
+                    ("container_memory_cache", Some(counters.cache_bytes)),
+                    (
+                        "container_memory_mapped_file",
+                        Some(counters.mapped_file_bytes),
+                    ),
+                    ("container_memory_kernel_usage", counters.kernel_bytes),
+                    ("container_memory_failcnt", Some(counters.failcnt)),
+                    ("container_memory_max_usage_bytes", counters.max_usage_bytes),
+                    ("container_oom_events_total", counters.oom_kills),
+                ],
+            );
+            let failures = [
+                ("pgfault", "container", counters.own_page_faults),
+                ("pgmajfault", "container", counters.own_major_page_faults),
+                ("pgfault", "hierarchy", memory.page_faults),
+                ("pgmajfault", "hierarchy", memory.major_page_faults),
+            ];
+            for (kind, scope, value) in failures {
+                self.push(
+                    "container_memory_failures_total",
+                    at,
+                    Some(value),
+                    &[kind, scope],
+                );
+            }
+        }
+        if let Some(pids) = stats.pids {
+            self.push("container_threads", at, Some(pids.current), &[]);
+        }
+        if let Some(max) = stats.pids_limit {
+            // cadvisor: zero is no limit.
+            self.push("container_threads_max", at, Some(max.unwrap_or(0)), &[]);
         }
     }
 }
@@ -297,14 +388,9 @@ fn get(value: &Option<UInt64Value>) -> Option<u64> {
     value.as_ref().map(|value| value.value)
 }
 
-/// Pod usage as metrics: the pod's cpu, memory, pressure, block IO and
-/// network, then each container's cpu, memory, pressure, block IO and
-/// writable layer.
-pub fn pod_metrics(
-    usage: &PodUsage,
-    images: &HashMap<String, String>,
-    devices: &DeviceNames,
-) -> PodSandboxMetrics {
+/// Pod usage as metrics: the pod's cgroups' cpu, memory, pressure and block
+/// IO, and its network; then each container's.
+pub(super) fn pod_metrics(usage: &PodUsage, context: &MetricsContext) -> PodSandboxMetrics {
     let stats = &usage.stats;
     let attributes = stats.attributes.clone().unwrap_or_default();
     let name = attributes
@@ -316,41 +402,23 @@ pub fn pod_metrics(
         metrics: Vec::new(),
     };
     let linux = stats.linux.clone().unwrap_or_default();
+    let sample = &usage.sample;
+    if let Some(cgroup) = &sample.cgroup {
+        pod.cpu(sample.at, cgroup);
+        pod.memory(sample.at, cgroup);
+        pod.block_io(sample.at, cgroup.io.as_ref(), context);
+    }
     if let Some(cpu) = &linux.cpu {
-        pod.cpu(cpu);
+        pod.pressure("cpu", cpu.timestamp, cpu.psi.as_ref());
     }
     if let Some(memory) = &linux.memory {
-        pod.memory(memory);
+        pod.pressure("memory", memory.timestamp, memory.psi.as_ref());
     }
     if let Some(io) = &linux.io {
         pod.pressure("io", io.timestamp, io.psi.as_ref());
     }
-    pod.block_io(usage.io.as_ref(), devices);
-    if let Some(network) = &linux.network {
-        for iface in &network.interfaces {
-            pod.push_each(
-                network.timestamp,
-                Some(&iface.name),
-                [
-                    (
-                        "container_network_receive_bytes_total",
-                        get(&iface.rx_bytes),
-                    ),
-                    (
-                        "container_network_receive_errors_total",
-                        get(&iface.rx_errors),
-                    ),
-                    (
-                        "container_network_transmit_bytes_total",
-                        get(&iface.tx_bytes),
-                    ),
-                    (
-                        "container_network_transmit_errors_total",
-                        get(&iface.tx_errors),
-                    ),
-                ],
-            );
-        }
+    if let Some(net) = &usage.network {
+        pod.network(net);
     }
     PodSandboxMetrics {
         pod_sandbox_id: attributes.id.clone(),
@@ -360,8 +428,8 @@ pub fn pod_metrics(
             .iter()
             .map(|container| {
                 let id = container.attributes.as_ref().map(|a| a.id.as_str());
-                let io = id.and_then(|id| usage.container_io.get(id));
-                container_metrics(container, io, images, devices)
+                let sample = id.and_then(|id| usage.containers.get(id));
+                container_metrics(container, sample, context)
             })
             .collect(),
     }
@@ -369,51 +437,94 @@ pub fn pod_metrics(
 
 fn container_metrics(
     stats: &ContainerStats,
-    io: Option<&IoSample>,
-    images: &HashMap<String, String>,
-    devices: &DeviceNames,
+    sample: Option<&CgroupSample>,
+    context: &MetricsContext,
 ) -> ContainerMetrics {
     let attributes = stats.attributes.clone().unwrap_or_default();
     let name = attributes
         .metadata
         .map(|meta| meta.name)
         .unwrap_or_default();
-    let image = images.get(&attributes.id).cloned().unwrap_or_default();
+    let image = context
+        .images
+        .get(&attributes.id)
+        .cloned()
+        .unwrap_or_default();
     let mut builder = Builder {
         labels: [&attributes.id, &name, &image],
         metrics: Vec::new(),
     };
-    if let Some(cpu) = &stats.cpu {
-        builder.cpu(cpu);
+    let now_seconds = u64::try_from(context.now).ok().map(|now| now / NANOS);
+    builder.push("container_last_seen", context.now, now_seconds, &[]);
+    if let Some(sample) = sample {
+        let created = u64::try_from(sample.created_at).ok().map(|at| at / NANOS);
+        builder.push("container_start_time_seconds", sample.at, created, &[]);
+        if let Some(cgroup) = &sample.cgroup {
+            builder.cpu(sample.at, cgroup);
+            builder.memory(sample.at, cgroup);
+            builder.block_io(sample.at, cgroup.io.as_ref(), context);
+            builder.container_cgroup(sample.at, cgroup);
+        }
+        if let Some(processes) = sample.processes {
+            builder.push_each(
+                sample.at,
+                &[
+                    ("container_processes", Some(processes.processes)),
+                    (
+                        "container_file_descriptors",
+                        Some(processes.file_descriptors),
+                    ),
+                    ("container_sockets", Some(processes.sockets)),
+                ],
+            );
+            // cadvisor's -1 for unlimited has no unsigned value: left out.
+            builder.push(
+                "container_ulimits_soft",
+                sample.at,
+                processes.open_files_limit,
+                &["max_open_files"],
+            );
+        }
     }
-    builder.block_io(io, devices);
+    if let Some(cpu) = &stats.cpu {
+        builder.pressure("cpu", cpu.timestamp, cpu.psi.as_ref());
+    }
     if let Some(memory) = &stats.memory {
-        builder.memory(memory);
-        let limit = get(&memory.available_bytes)
-            .zip(get(&memory.working_set_bytes))
-            .map(|(available, working_set)| available + working_set);
-        builder.push(
-            "container_spec_memory_limit_bytes",
-            memory.timestamp,
-            limit,
-            None,
-        );
+        builder.pressure("memory", memory.timestamp, memory.psi.as_ref());
     }
     if let Some(io) = &stats.io {
         builder.pressure("io", io.timestamp, io.psi.as_ref());
     }
     if let Some(layer) = &stats.writable_layer {
+        let fs = context.layers_fs;
+        let device = fs
+            .map(|fs| context.device_name(fs.device.0, fs.device.1))
+            .unwrap_or_default();
+        let at = layer.timestamp;
+        let device = [device.as_str()];
         builder.push(
             "container_fs_usage_bytes",
-            layer.timestamp,
+            at,
             get(&layer.used_bytes),
-            None,
+            &device,
+        );
+        builder.push(
+            "container_fs_limit_bytes",
+            at,
+            fs.map(|fs| fs.bytes),
+            &device,
         );
         builder.push(
             "container_fs_inodes_total",
-            layer.timestamp,
-            get(&layer.inodes_used),
-            None,
+            at,
+            fs.map(|fs| fs.inodes),
+            &device,
+        );
+        builder.push(
+            "container_fs_inodes_free",
+            at,
+            fs.map(|fs| fs.inodes_free),
+            &device,
         );
     }
     ContainerMetrics {
@@ -425,40 +536,76 @@ fn container_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net_stats::{InterfaceCounters, NetCounters};
+    use crate::proc_counts::ProcessCounts;
     use berth_cgroups::stats::block_io::parse_io_stat;
-    use cri_api::v1::{
-        ContainerAttributes, ContainerMetadata, IoUsage, LinuxPodSandboxStats,
-        NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes, PodSandboxStats,
+    use berth_cgroups::stats::{
+        CpuLimits, CpuSplit, CpuStats, MemoryCounters, MemoryStats, PidsStats, Throttling,
     };
+    use cri_api::v1::{
+        ContainerAttributes, ContainerMetadata, CpuUsage, FilesystemUsage, IoUsage,
+        LinuxPodSandboxStats, PodSandboxAttributes, PodSandboxStats,
+    };
+
+    const GIB: u64 = 1 << 30;
 
     fn value(value: u64) -> Option<UInt64Value> {
         Some(UInt64Value { value })
     }
 
-    #[test]
-    fn every_metric_matches_a_descriptor_and_its_labels() {
+    fn container_cgroup() -> CgroupStats {
+        CgroupStats {
+            cpu: Some(CpuStats {
+                usage_ns: 1_000_000_000,
+            }),
+            memory: Some(MemoryStats {
+                usage_bytes: 100,
+                working_set_bytes: 60,
+                rss_bytes: 40,
+                page_faults: 7,
+                major_page_faults: 1,
+                limit_bytes: Some(64 << 20),
+                swap_usage_bytes: Some(0),
+                swap_limit_bytes: Some(0),
+            }),
+            pids: Some(PidsStats { current: 3 }),
+            io: Some(parse_io_stat("254:0 wbytes=5\n")),
+            pressure: None,
+            cpu_split: Some(CpuSplit {
+                user_ns: 700_000_000,
+                system_ns: 2_300_000_000,
+            }),
+            throttling: Some(Throttling {
+                periods: 10,
+                throttled_periods: 4,
+                throttled_ns: 1_500_000_000,
+            }),
+            cpu_limits: Some(CpuLimits {
+                period_us: 100_000,
+                quota_us: Some(20_000),
+                shares: 1024,
+            }),
+            memory_counters: Some(MemoryCounters {
+                cache_bytes: 20,
+                kernel_bytes: Some(30),
+                max_usage_bytes: Some(120),
+                failcnt: 2,
+                oom_kills: Some(1),
+                own_page_faults: 5,
+                raw_swap_limit_bytes: Some(128 << 20),
+                ..Default::default()
+            }),
+            pids_limit: Some(None),
+        }
+    }
+
+    fn usage() -> PodUsage {
         let stats = PodSandboxStats {
             attributes: Some(PodSandboxAttributes {
                 id: "pod1".into(),
                 ..Default::default()
             }),
             linux: Some(LinuxPodSandboxStats {
-                cpu: Some(CpuUsage {
-                    timestamp: 1,
-                    usage_core_nano_seconds: value(3_500_000_000),
-                    ..Default::default()
-                }),
-                network: Some(NetworkUsage {
-                    timestamp: 1,
-                    default_interface: None,
-                    interfaces: vec![NetworkInterfaceUsage {
-                        name: "eth0".into(),
-                        rx_bytes: value(10),
-                        rx_errors: value(0),
-                        tx_bytes: value(20),
-                        tx_errors: value(0),
-                    }],
-                }),
                 containers: vec![ContainerStats {
                     attributes: Some(ContainerAttributes {
                         id: "c1".into(),
@@ -470,7 +617,6 @@ mod tests {
                     }),
                     cpu: Some(CpuUsage {
                         timestamp: 1,
-                        usage_core_nano_seconds: value(1_000_000_000),
                         psi: Some(psi(2_500_000, None)),
                         ..Default::default()
                     }),
@@ -478,26 +624,92 @@ mod tests {
                         timestamp: 1,
                         psi: Some(psi(7_000_000, Some(3_000_000))),
                     }),
+                    writable_layer: Some(FilesystemUsage {
+                        timestamp: 1,
+                        used_bytes: value(4096),
+                        inodes_used: value(3),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }],
                 ..Default::default()
             }),
             windows: None,
         };
-        let images = HashMap::from([("c1".to_string(), "busybox".to_string())]);
-        let sample = |text: &str| IoSample {
-            at: 1,
-            io: parse_io_stat(text),
-        };
-        let usage = PodUsage {
-            stats,
-            io: Some(sample(
+        let pod_cgroup = CgroupStats {
+            cpu: Some(CpuStats {
+                usage_ns: 3_500_000_000,
+            }),
+            io: Some(parse_io_stat(
                 "254:0 rbytes=10 wbytes=20 rios=1 wios=2\n8:0 rbytes=1\n",
             )),
-            container_io: HashMap::from([("c1".to_string(), sample("254:0 wbytes=5\n"))]),
+            ..Default::default()
         };
+        PodUsage {
+            stats,
+            sample: CgroupSample {
+                at: 1,
+                cgroup: Some(pod_cgroup),
+                ..Default::default()
+            },
+            network: Some(NetSample {
+                at: 1,
+                counters: NetCounters {
+                    interfaces: vec![InterfaceCounters {
+                        name: "eth0".into(),
+                        rx_bytes: 10,
+                        rx_packets: 2,
+                        tx_dropped: 1,
+                        ..Default::default()
+                    }],
+                    default_interface: None,
+                },
+            }),
+            containers: HashMap::from([(
+                "c1".to_string(),
+                CgroupSample {
+                    at: 1,
+                    cgroup: Some(container_cgroup()),
+                    processes: Some(ProcessCounts {
+                        processes: 2,
+                        file_descriptors: 9,
+                        sockets: 1,
+                        open_files_limit: Some(1024),
+                    }),
+                    created_at: 1_700_000_000_900_000_000,
+                },
+            )]),
+        }
+    }
+
+    fn metrics() -> PodSandboxMetrics {
+        let images = HashMap::from([("c1".to_string(), "busybox".to_string())]);
         let devices = DeviceNames::from([((254, 0), "/dev/vda".to_string())]);
-        let metrics = pod_metrics(&usage, &images, &devices);
+        let context = MetricsContext {
+            images: &images,
+            devices: &devices,
+            layers_fs: Some(FsCapacity {
+                device: (254, 0),
+                bytes: 10 * GIB,
+                inodes: 1000,
+                inodes_free: 400,
+            }),
+            now: 1_800_000_000_500_000_000,
+        };
+        pod_metrics(&usage(), &context)
+    }
+
+    /// The value of `name` whose extra labels are `extra`, among `metrics`.
+    fn find(metrics: &[Metric], name: &str, extra: &[&str]) -> Option<u64> {
+        metrics
+            .iter()
+            .find(|m| m.name == name && m.label_values[3..] == *extra)
+            .map(|m| get(&m.value).unwrap())
+    }
+
+    #[test]
+    fn every_metric_matches_a_descriptor_and_its_labels() {
+        let metrics = metrics();
         let descriptors = descriptors();
         let all = metrics.metrics.iter().chain(
             metrics
@@ -515,88 +727,181 @@ mod tests {
                 descriptor.label_keys.len(),
                 "{metric:?}"
             );
+            assert_eq!(metric.metric_type, metric_type(&metric.name) as i32);
         }
-        let cpu = &metrics.metrics[0];
-        assert_eq!(
-            (cpu.name.as_str(), get(&cpu.value)),
-            ("container_cpu_usage_seconds_total", Some(3))
-        );
-        assert_eq!(cpu.metric_type(), MetricType::Counter);
-        let rx = metrics
+        let mut names: Vec<_> = descriptors.iter().map(|d| &d.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), descriptors.len(), "no name twice");
+        assert!(descriptors.iter().all(|d| !d.help.is_empty()));
+    }
+
+    #[test]
+    fn every_descriptor_has_a_value_in_a_full_reading() {
+        let metrics = metrics();
+        let all: Vec<&Metric> = metrics
             .metrics
+            .iter()
+            .chain(metrics.container_metrics.iter().flat_map(|c| &c.metrics))
+            .collect();
+        // Pressure only comes with cgroup v2; the fixture has no memory
+        // pressure and no `full` cpu line.
+        let missing: Vec<_> = descriptors()
+            .into_iter()
+            .map(|d| d.name)
+            .filter(|name| !all.iter().any(|m| m.name == *name))
+            .collect();
+        assert_eq!(
+            missing,
+            [
+                "container_pressure_cpu_stalled_seconds_total",
+                "container_pressure_memory_stalled_seconds_total",
+                "container_pressure_memory_waiting_seconds_total",
+            ]
+        );
+    }
+
+    #[test]
+    fn pod_metrics_are_labelled_and_in_cadvisors_units() {
+        let metrics = metrics();
+        let pod = &metrics.metrics;
+        assert_eq!(
+            find(pod, "container_cpu_usage_seconds_total", &["total"]),
+            Some(3),
+            "whole seconds, cpu=total"
+        );
+        let rx = pod
             .iter()
             .find(|m| m.name == "container_network_receive_bytes_total")
             .unwrap();
         assert_eq!(rx.label_values, ["pod1", "", "", "eth0"]);
-        let container = &metrics.container_metrics[0].metrics[0];
-        assert_eq!(container.label_values, ["c1", "web", "busybox"]);
-
-        let find = |metrics: &[Metric], name: &str, device: Option<&str>| {
-            metrics
-                .iter()
-                .find(|m| m.name == name && device.is_none_or(|d| m.label_values[3] == d))
-                .map(|m| get(&m.value))
-        };
+        assert_eq!(rx.metric_type(), MetricType::Counter);
+        assert_eq!(
+            find(pod, "container_network_receive_packets_total", &["eth0"]),
+            Some(2)
+        );
+        assert_eq!(
+            find(
+                pod,
+                "container_network_transmit_packets_dropped_total",
+                &["eth0"]
+            ),
+            Some(1)
+        );
         // Devices are named where sysfs knows them, else by number.
         assert_eq!(
-            find(
-                &metrics.metrics,
-                "container_fs_writes_bytes_total",
-                Some("/dev/vda")
-            ),
-            Some(Some(20))
+            find(pod, "container_fs_writes_bytes_total", &["/dev/vda"]),
+            Some(20)
+        );
+        assert_eq!(
+            find(pod, "container_fs_reads_bytes_total", &["8:0"]),
+            Some(1)
         );
         assert_eq!(
             find(
-                &metrics.metrics,
-                "container_fs_reads_bytes_total",
-                Some("8:0")
+                pod,
+                "container_blkio_device_usage_total",
+                &["/dev/vda", "254", "0", "Write"]
             ),
-            Some(Some(1))
+            Some(20)
         );
+        assert_eq!(
+            find(pod, "container_pressure_cpu_waiting_seconds_total", &[]),
+            None,
+            "the pod had no pressure"
+        );
+    }
+
+    #[test]
+    fn container_metrics_are_labelled_and_in_cadvisors_units() {
+        let metrics = metrics();
         let container = &metrics.container_metrics[0].metrics;
-        assert_eq!(
-            find(
-                container,
-                "container_fs_writes_bytes_total",
-                Some("/dev/vda")
+        assert_eq!(container[0].label_values[..3], ["c1", "web", "busybox"]);
+        let expected: &[(&str, &[&str], u64)] = &[
+            ("container_cpu_user_seconds_total", &[], 0),
+            ("container_cpu_system_seconds_total", &[], 2),
+            ("container_cpu_cfs_periods_total", &[], 10),
+            ("container_cpu_cfs_throttled_periods_total", &[], 4),
+            ("container_cpu_cfs_throttled_seconds_total", &[], 1),
+            ("container_spec_cpu_period", &[], 100_000),
+            ("container_spec_cpu_quota", &[], 20_000),
+            ("container_spec_cpu_shares", &[], 1024),
+            ("container_spec_memory_limit_bytes", &[], 64 << 20),
+            ("container_spec_memory_reservation_limit_bytes", &[], 0),
+            ("container_spec_memory_swap_limit_bytes", &[], 128 << 20),
+            ("container_memory_cache", &[], 20),
+            ("container_memory_kernel_usage", &[], 30),
+            ("container_memory_max_usage_bytes", &[], 120),
+            ("container_memory_swap", &[], 0),
+            ("container_memory_failcnt", &[], 2),
+            ("container_oom_events_total", &[], 1),
+            (
+                "container_memory_failures_total",
+                &["pgfault", "container"],
+                5,
             ),
-            Some(Some(5))
-        );
-        // Pressure in whole seconds: some is waiting, full is stalled, and
-        // a missing full line is no stalled metric.
-        assert_eq!(
-            find(
-                container,
-                "container_pressure_cpu_waiting_seconds_total",
-                None
+            (
+                "container_memory_failures_total",
+                &["pgfault", "hierarchy"],
+                7,
             ),
-            Some(Some(2))
-        );
+            ("container_threads", &[], 3),
+            ("container_threads_max", &[], 0),
+            ("container_processes", &[], 2),
+            ("container_file_descriptors", &[], 9),
+            ("container_sockets", &[], 1),
+            ("container_ulimits_soft", &["max_open_files"], 1024),
+            ("container_start_time_seconds", &[], 1_700_000_000),
+            ("container_last_seen", &[], 1_800_000_000),
+            ("container_fs_usage_bytes", &["/dev/vda"], 4096),
+            ("container_fs_limit_bytes", &["/dev/vda"], 10 * GIB),
+            ("container_fs_inodes_total", &["/dev/vda"], 1000),
+            ("container_fs_inodes_free", &["/dev/vda"], 400),
+            ("container_fs_writes_bytes_total", &["/dev/vda"], 5),
+            ("container_pressure_cpu_waiting_seconds_total", &[], 2),
+            ("container_pressure_io_stalled_seconds_total", &[], 3),
+        ];
+        for (name, extra, value) in expected {
+            assert_eq!(find(container, name, extra), Some(*value), "{name}");
+        }
+        // Unknown (no `full` cpu pressure line): no metric rather than 0.
         assert_eq!(
             find(
                 container,
                 "container_pressure_cpu_stalled_seconds_total",
-                None
+                &[]
             ),
             None
         );
+    }
+
+    #[test]
+    fn no_throttling_without_a_quota() {
+        let mut usage = usage();
+        let sample = usage.containers.get_mut("c1").unwrap();
+        let cgroup = sample.cgroup.as_mut().unwrap();
+        cgroup.cpu_limits = Some(CpuLimits {
+            quota_us: None,
+            ..cgroup.cpu_limits.unwrap()
+        });
+        let images = HashMap::new();
+        let devices = DeviceNames::new();
+        let context = MetricsContext {
+            images: &images,
+            devices: &devices,
+            layers_fs: None,
+            now: 0,
+        };
+        let metrics = pod_metrics(&usage, &context);
+        let container = &metrics.container_metrics[0].metrics;
         assert_eq!(
-            find(
-                container,
-                "container_pressure_io_stalled_seconds_total",
-                None
-            ),
-            Some(Some(3))
+            find(container, "container_cpu_cfs_periods_total", &[]),
+            None
         );
+        assert_eq!(find(container, "container_spec_cpu_quota", &[]), None);
         assert_eq!(
-            find(
-                &metrics.metrics,
-                "container_pressure_cpu_waiting_seconds_total",
-                None
-            ),
-            None,
-            "the pod had no pressure"
+            find(container, "container_spec_cpu_period", &[]),
+            Some(100_000)
         );
     }
 

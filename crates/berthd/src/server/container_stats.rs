@@ -1,7 +1,9 @@
 //! `ContainerStats`, and the conversions from cgroup readings to CRI usage messages that pod
 //! stats share.
 
-use berth_cgroups::stats::{CgroupStats, IoStats, MemoryStats, Pressure, PsiLine};
+use std::path::Path;
+
+use berth_cgroups::stats::{CgroupStats, MemoryStats, Pressure, PsiLine};
 use cri_api::v1::{
     ContainerAttributes, ContainerStats, ContainerStatsRequest, ContainerStatsResponse, CpuUsage,
     FilesystemIdentifier, FilesystemUsage, IoUsage, MemoryUsage, PsiData, PsiStats, SwapUsage,
@@ -15,6 +17,7 @@ use crate::container::rootfs::RootfsPaths;
 use crate::container::store::ContainerRecord;
 use crate::cpu_rate::CpuSample;
 use crate::disk_usage::{disk_usage, DiskUsage};
+use crate::proc_counts::{self, ProcessCounts};
 
 /// How many containers or pods the list calls (stats, metrics) read at
 /// once. Each reading is a few small blocking reads (cgroup files, the
@@ -32,18 +35,31 @@ pub(super) struct Reading {
 /// One container's stats, and what they were made from.
 pub(super) struct ContainerUsage {
     pub stats: ContainerStats,
-    /// Its cgroup's reading (a pod's usage adds these up).
-    pub cgroup: Option<CgroupStats>,
-    /// Its cgroup's block IO, which only metrics carry.
-    pub io: Option<IoSample>,
+    /// Its cgroup's reading (a pod's usage adds these up) and process
+    /// counts: metrics carry more of them than CRI stats have fields for.
+    pub sample: CgroupSample,
 }
 
-/// A cgroup's block IO and when it was read: CRI stats have no field for
-/// it, metrics do.
-#[derive(Debug, Clone)]
-pub(super) struct IoSample {
+/// What a reading is for: metrics also count the processes' open files,
+/// which walks `/proc/<pid>/fd` of each, so CRI stats (which kubelet asks
+/// for far more often) leave that out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadFor {
+    Stats,
+    Metrics,
+}
+
+/// A reading of a cgroup (or of a pod's cgroups, summed) with what only
+/// metrics carry: block IO, cpu split and throttling, memory counters,
+/// settings, and the processes' open files.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CgroupSample {
+    /// When it was read, in nanoseconds since the epoch.
     pub at: i64,
-    pub io: IoStats,
+    pub cgroup: Option<CgroupStats>,
+    pub processes: Option<ProcessCounts>,
+    /// When the container was created (nanoseconds); 0 for a pod.
+    pub created_at: i64,
 }
 
 /// A reading as CRI usage messages.
@@ -70,33 +86,38 @@ impl CriService {
     /// The stats of one container: its cgroup (absent once it is gone) and
     /// its writable layer.
     pub(super) async fn container_stats(&self, record: &ContainerRecord) -> ContainerStats {
-        self.container_usage(record).await.stats
+        self.container_usage(record, ReadFor::Stats).await.stats
     }
 
-    /// [`Self::container_stats`], with what its cgroup read and the block
-    /// IO in it.
-    pub(super) async fn container_usage(&self, record: &ContainerRecord) -> ContainerUsage {
+    /// [`Self::container_stats`], with what its cgroup read and, for
+    /// metrics, what its processes hold open.
+    pub(super) async fn container_usage(
+        &self,
+        record: &ContainerRecord,
+        read_for: ReadFor,
+    ) -> ContainerUsage {
         let cgroup = self.container_cgroup_path(record).await;
         let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
         let cgroups = self.context().containers.cgroups.clone();
+        let init = u32::try_from(record.pid).ok().filter(|pid| *pid > 0);
         let read = tokio::task::spawn_blocking(move || {
             let reading = read_cgroup(cgroups.as_ref(), cgroup.as_deref());
+            let processes = cgroup
+                .as_deref()
+                .filter(|_| read_for == ReadFor::Metrics)
+                .and_then(|path| cgroups.stats_dirs(path).ok())
+                .and_then(|dirs| berth_cgroups::stats::procs(&dirs).ok())
+                .map(|pids| proc_counts::count(Path::new("/proc"), &pids, init));
             let layer = disk_usage(&upper).ok();
-            (reading, layer, now_nanos())
+            (reading, processes, layer, now_nanos())
         })
         .await;
-        let (reading, layer, layer_at) = read.unwrap_or_else(|_| {
+        let (reading, processes, layer, layer_at) = read.unwrap_or_else(|_| {
             let at = now_nanos();
-            (Reading { at, stats: None }, None, at)
+            (Reading { at, stats: None }, None, None, at)
         });
         let config = record.config.clone();
         let usage = self.usage_messages(&record.id, &reading);
-        let at = reading.at;
-        let io = reading
-            .stats
-            .as_ref()
-            .and_then(|stats| stats.io.clone())
-            .map(|io| IoSample { at, io });
         let stats = ContainerStats {
             attributes: Some(ContainerAttributes {
                 id: record.id.clone(),
@@ -118,8 +139,12 @@ impl CriService {
         };
         ContainerUsage {
             stats,
-            cgroup: reading.stats,
-            io,
+            sample: CgroupSample {
+                at: reading.at,
+                cgroup: reading.stats,
+                processes,
+                created_at: record.created_at,
+            },
         }
     }
 

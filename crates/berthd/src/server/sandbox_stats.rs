@@ -16,7 +16,7 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::container_stats::{read_cgroup, IoSample, Reading};
+use super::container_stats::{read_cgroup, CgroupSample, ReadFor, Reading};
 use super::CriService;
 use crate::clock::now_nanos;
 use crate::net_stats::{InterfaceCounters, NetCounters};
@@ -40,30 +40,28 @@ impl CriService {
     /// A pod's cpu, memory, process count and network, and the stats of
     /// each of its containers.
     pub(super) async fn pod_sandbox_stats(&self, record: &SandboxRecord) -> PodSandboxStats {
-        self.pod_sandbox_usage(record).await.stats
+        self.pod_sandbox_usage(record, ReadFor::Stats).await.stats
     }
 
     /// [`Self::pod_sandbox_stats`], and the block IO of the pod and of each
     /// container, which CRI stats have no field for but metrics do.
-    pub(super) async fn pod_sandbox_usage(&self, record: &SandboxRecord) -> PodUsage {
+    pub(super) async fn pod_sandbox_usage(
+        &self,
+        record: &SandboxRecord,
+        read_for: ReadFor,
+    ) -> PodUsage {
         let containers = self.context().containers.of_sandbox(&record.id).await;
         let mut container_stats = Vec::with_capacity(containers.len());
-        let mut container_io = HashMap::new();
+        let mut samples = HashMap::new();
         let mut container_cgroups = Vec::with_capacity(containers.len());
         for container in &containers {
-            let usage = self.container_usage(container).await;
+            let usage = self.container_usage(container, read_for).await;
             container_stats.push(usage.stats);
-            if let Some(io) = usage.io {
-                container_io.insert(container.id.clone(), io);
-            }
-            container_cgroups.extend(usage.cgroup);
+            container_cgroups.extend(usage.sample.cgroup.clone());
+            samples.insert(container.id.clone(), usage.sample);
         }
         let reading = self.pod_reading(record, container_cgroups).await;
         let usage = self.usage_messages(&record.id, &reading);
-        let io = reading
-            .stats
-            .as_ref()
-            .and_then(|stats| stats.io.clone().map(|io| IoSample { at: reading.at, io }));
         let process = reading
             .stats
             .as_ref()
@@ -76,7 +74,10 @@ impl CriService {
             });
         let network = match (&record.state, record.namespaces.get("net")) {
             (SandboxState::Ready, Some(netns)) => match crate::net_stats::read(netns).await {
-                Ok(counters) => Some(network_usage(now_nanos(), &counters)),
+                Ok(counters) => Some(NetSample {
+                    at: now_nanos(),
+                    counters,
+                }),
                 Err(err) => {
                     tracing::debug!(sandbox = %record.id, error = %err, "pod network stats");
                     None
@@ -95,7 +96,9 @@ impl CriService {
             linux: Some(LinuxPodSandboxStats {
                 cpu: usage.cpu,
                 memory: usage.memory,
-                network,
+                network: network
+                    .as_ref()
+                    .map(|net| network_usage(net.at, &net.counters)),
                 process,
                 containers: container_stats,
                 io: usage.io,
@@ -104,8 +107,14 @@ impl CriService {
         };
         PodUsage {
             stats,
-            io,
-            container_io,
+            sample: CgroupSample {
+                at: reading.at,
+                cgroup: reading.stats,
+                processes: None,
+                created_at: 0,
+            },
+            network,
+            containers: samples,
         }
     }
 
@@ -148,13 +157,22 @@ impl CriService {
     }
 }
 
-/// A pod's CRI stats, and the block IO that only its metrics carry.
+/// A pod's CRI stats, and the readings they were made of, which its
+/// metrics carry more of.
 pub(super) struct PodUsage {
     pub stats: PodSandboxStats,
-    /// The pod's cgroups' IO, summed.
-    pub io: Option<IoSample>,
-    /// Each container's IO, by container id.
-    pub container_io: HashMap<String, IoSample>,
+    /// The pod's cgroups, summed.
+    pub sample: CgroupSample,
+    /// The pod's network counters.
+    pub network: Option<NetSample>,
+    /// Each container's reading, by container id.
+    pub containers: HashMap<String, CgroupSample>,
+}
+
+/// A pod's network counters and when they were read.
+pub(super) struct NetSample {
+    pub at: i64,
+    pub counters: NetCounters,
 }
 
 fn interface_usage(counters: &InterfaceCounters) -> NetworkInterfaceUsage {
@@ -191,9 +209,7 @@ mod tests {
         InterfaceCounters {
             name: name.into(),
             rx_bytes: rx,
-            rx_errors: 0,
-            tx_bytes: 0,
-            tx_errors: 0,
+            ..Default::default()
         }
     }
 
