@@ -37,7 +37,7 @@ if [[ "$(readlink /proc/1/exe 2>/dev/null)" != */systemd ]]; then
   done
 fi
 
-start_berthd() {
+start_berth() {
   # berthd's state dir on a tmpfs of its own, as /run is on a node.
   mkdir -p "$work/berth-state"
   mount -t tmpfs -o mode=0711 tmpfs "$work/berth-state"
@@ -56,7 +56,7 @@ start_berthd() {
 }
 
 # Pods and containers outlive the runtime by design: remove them through it.
-stop_berthd() {
+stop_berth() {
   crictl --timeout 120s --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 ||
     log "crictl rmp --all failed; pods may be left in berthd's state"
   stop_pid "$berthd_pid" berthd
@@ -78,7 +78,7 @@ stop_containerd() {
 }
 
 case "$runtime" in
-  berth) start_berthd ;;
+  berth) start_berth ;;
   containerd) start_containerd ;;
   *)
     log "unknown runtime $runtime"
