@@ -52,9 +52,10 @@ cd "$repo"
 default_focus='PodSandbox|Container runtime should support (basic operations|removing|execSync|listing)|should support (container|pod) stats|NamespaceOption|update container resources|UpdateContainerResources|AppArmor'
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # The node, the static pod the real-node checks need, debug --target
-# (all of it: the fix it proves is in how containers join a namespace), and
-# kubelet's checkpoint API, which reaches CRIU only here.
-k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint)}"
+# (all of it: the fix it proves is in how containers join a namespace),
+# kubelet's checkpoint API, which reaches CRIU only here, and volume mount
+# options (a noexec bind under systemd + cgroup v2 and the guest's kernel).
+k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options)}"
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
