@@ -11,8 +11,9 @@
 #   1b. the escape suite (scripts/escape/) under the systemd driver and
 #      under cgroupfs: a hostile workload must not get out;
 #   1c. service-check: berth installed by scripts/install.sh as the
-#      berthd systemd unit; reload applies a changed mirror, restart keeps
-#      every container, uninstall --purge leaves nothing;
+#      berthd systemd unit, kubelet as a unit on its socket with static
+#      pods; reload applies a changed mirror, restart keeps every
+#      container, uninstall --purge leaves nothing;
 #   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
 #      the development host's kernel), and a restore from the archive;
 #   3. critest v1.36.0 against berthd there, compared on the host with
@@ -67,8 +68,10 @@ cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
 kubeadm="${BERTH_VM_KUBEADM:-0}"
+service_check="${BERTH_VM_SERVICE_CHECK:-1}"
 k8s_args=()
-if [[ "$k8s_focus" != none || "$kubeadm" != 0 ]]; then
+# The service check runs kubelet too.
+if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
   k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
   if [[ "$kubeadm" != 0 ]]; then
@@ -113,10 +116,10 @@ if [[ "${BERTH_VM_ESCAPE:-1}" != 0 ]]; then
   vm_sh "$escape_focus_env bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin" ||
     status=1
 fi
-if [[ "${BERTH_VM_SERVICE_CHECK:-1}" != 0 ]]; then
-  log "service check (install, systemd unit, reload, restart, uninstall)"
+if [[ "$service_check" != 0 ]]; then
+  log "service check (install, systemd unit, kubelet's unit, reload, restart, uninstall)"
   vm_run bash /mnt/share/scripts/vm/in-guest/service-check.sh /root/service /mnt/share/bin \
-    /mnt/share/scripts || status=1
+    /mnt/share/scripts /mnt/share/k8s || status=1
 fi
 if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
   log "checkpoint check"
