@@ -29,7 +29,8 @@
 #      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
 #      its control-plane static pods on berth from images built here
 #      (scripts/images/build-kubeadm.sh), a Deployment's pod Running,
-#      `kubeadm reset` leaving nothing of it.
+#      `kubeadm reset` leaving nothing of it. BERTH_VM_KUBEADM_JOB_TIMEOUT
+#      (4800 s) bounds that job.
 #
 #   scripts/vm/stage.sh [--full]
 #
