@@ -11,8 +11,9 @@
 #   1b. the escape suite (scripts/escape/) under the systemd driver and
 #      under cgroupfs: a hostile workload must not get out;
 #   1c. service-check: berth installed by scripts/install.sh as the
-#      berthd systemd unit; reload applies a changed mirror, restart keeps
-#      every container, uninstall --purge leaves nothing;
+#      berthd systemd unit, kubelet as a unit on its socket with static
+#      pods; reload applies a changed mirror, restart keeps every
+#      container, uninstall --purge leaves nothing;
 #   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
 #      the development host's kernel), and a restore from the archive;
 #   3. critest v1.37.0 against berthd there, compared on the host with
@@ -28,7 +29,8 @@
 #      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
 #      its control-plane static pods on berth from images built here
 #      (scripts/images/build-kubeadm.sh), a Deployment's pod Running,
-#      `kubeadm reset` leaving nothing of it.
+#      `kubeadm reset` leaving nothing of it. BERTH_VM_KUBEADM_JOB_TIMEOUT
+#      (4800 s) bounds that job.
 #
 #   scripts/vm/stage.sh [--full]
 #
@@ -68,8 +70,10 @@ cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
 kubeadm="${BERTH_VM_KUBEADM:-0}"
+service_check="${BERTH_VM_SERVICE_CHECK:-1}"
 k8s_args=()
-if [[ "$k8s_focus" != none || "$kubeadm" != 0 ]]; then
+# The service check runs kubelet too.
+if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
   k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
   if [[ "$kubeadm" != 0 ]]; then
@@ -114,10 +118,10 @@ if [[ "${BERTH_VM_ESCAPE:-1}" != 0 ]]; then
   vm_sh "$escape_focus_env bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin" ||
     status=1
 fi
-if [[ "${BERTH_VM_SERVICE_CHECK:-1}" != 0 ]]; then
-  log "service check (install, systemd unit, reload, restart, uninstall)"
+if [[ "$service_check" != 0 ]]; then
+  log "service check (install, systemd unit, kubelet's unit, reload, restart, uninstall)"
   vm_run bash /mnt/share/scripts/vm/in-guest/service-check.sh /root/service /mnt/share/bin \
-    /mnt/share/scripts || status=1
+    /mnt/share/scripts /mnt/share/k8s || status=1
 fi
 if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
   log "checkpoint check"
@@ -160,7 +164,11 @@ fi
 if [[ "$kubeadm" != 0 ]]; then
   log "a kubeadm node on berth: init, a Deployment, reset"
   kubeadm_start=$SECONDS
-  vm_run bash /mnt/share/scripts/vm/in-guest/kubeadm.sh /mnt/share/k8s /mnt/share/bin || status=1
+  # The node's waits are each up to BERTH_KUBEADM_TIMEOUT (1200 s; init
+  # alone took 1095 s at load 10): the job gets longer than the harness's
+  # default 1800 s, which cut a run short in its Deployment wait.
+  BERTH_VM_JOB_TIMEOUT="${BERTH_VM_KUBEADM_JOB_TIMEOUT:-4800}" \
+    vm_run bash /mnt/share/scripts/vm/in-guest/kubeadm.sh /mnt/share/k8s /mnt/share/bin || status=1
   log "kubeadm node in $((SECONDS - kubeadm_start)) s"
 fi
 vm_stop

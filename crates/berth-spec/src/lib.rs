@@ -174,10 +174,10 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         .set_rlimits(None)
         .set_no_new_privileges(settings.no_new_privileges)
         .set_apparmor_profile(apparmor_profile)
-        .set_oom_score_adj(resources::oom_score_adj(
+        .set_oom_score_adj(Some(resources::oom_score_adj(
             resources,
             inputs.host_oom_score_adj_floor,
-        ))
+        )))
         .set_selinux_label(None)
         .set_io_priority(None)
         .set_scheduler(None)

@@ -314,7 +314,8 @@ fn minimal_config_from_crictl_works() {
     );
     assert_eq!((process.user().uid(), process.user().gid()), (0, 0));
     assert!(spec.linux().as_ref().unwrap().seccomp().is_none());
-    assert_eq!(process.oom_score_adj(), None);
+    // No resources: 0 in the spec, never the shim's score by inheritance.
+    assert_eq!(process.oom_score_adj(), Some(0));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `Status`: runtime and network readiness, the handlers berth offers and
-//! what they support, and with `verbose` the effective config.
+//! what they support, and with `verbose` the effective config: the one in
+//! force, with what the last reload applied.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,7 +25,9 @@ impl CriService {
         if request.verbose {
             info.insert(
                 "config".to_string(),
-                config
+                self.context()
+                    .config_in_force
+                    .get()
                     .to_info_json(self.context().cgroup_driver.as_str())
                     .to_string(),
             );
