@@ -26,6 +26,7 @@ pub mod lsm;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;
+pub mod pod_checkpoint;
 pub mod process_metrics;
 pub mod procs;
 pub mod recovery;
