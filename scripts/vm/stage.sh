@@ -16,6 +16,7 @@
 #      container, uninstall --purge leaves nothing;
 #   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
 #      the development host's kernel), and a restore from the archive;
+#      then CheckpointPod and RestorePod of a pod of two containers;
 #   3. critest v1.37.0 against berthd there, compared on the host with
 #      tests/critest-expected-failures-guest.txt;
 #   4. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
