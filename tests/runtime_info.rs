@@ -201,8 +201,9 @@ async fn status_lists_the_default_handler_and_only_real_features() {
     assert!(features.supplemental_groups_policy);
     // KEP-5855: noexec, nodev and nosuid reach the bind (berth-spec).
     assert!(features.mount_options);
-    // Not built: a hostUsers: false pod on the host network is refused.
-    assert!(!features.user_namespaces_host_network);
+    // KEP-5607: hostUsers: false on the host network, where user
+    // namespaces work (tests/user_namespaces.rs runs such a pod).
+    assert!(features.user_namespaces_host_network);
 }
 
 #[tokio::test(flavor = "multi_thread")]
