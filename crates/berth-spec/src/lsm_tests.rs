@@ -330,3 +330,18 @@ fn a_pods_own_requests_are_checked_like_a_containers() {
     let err = check_sandbox(Some(&pod(None, Some(label))), &selinux, &host()).unwrap_err();
     assert!(matches!(err, SpecError::SeLinuxLabel { .. }), "{err}");
 }
+
+#[test]
+fn the_label_logged_names_what_was_asked_and_nothing_for_empty_options() {
+    assert_eq!(selinux_label(None), None);
+    assert_eq!(selinux_label(Some(&SeLinuxOption::default())), None);
+    let asked = SeLinuxOption {
+        r#type: "container_logreader_t".into(),
+        level: "s0".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        selinux_label(Some(&asked)).as_deref(),
+        Some(r#"type "container_logreader_t", level "s0""#)
+    );
+}
