@@ -17,8 +17,9 @@ use berth_tests::host::{
 };
 use berth_tests::pods::{container_config, pids_mentioning, with_pid, Harness, SETTLE};
 use cri_api::v1::{
-    ContainerState, ContainerStatus, ContainerStatusRequest, ExecSyncRequest, LinuxContainerConfig,
-    LinuxContainerResources, NamespaceMode, PodSandboxConfig, StopContainerRequest,
+    ContainerFilter, ContainerState, ContainerStatus, ContainerStatusRequest, ExecSyncRequest,
+    ImageSpec, ImageStatusRequest, LinuxContainerConfig, LinuxContainerResources,
+    ListContainersRequest, NamespaceMode, PodSandboxConfig, StopContainerRequest,
     UpdateContainerResourcesRequest,
 };
 
@@ -502,4 +503,117 @@ async fn update_resources_reach_the_cgroup_and_the_status() {
         assert!(Instant::now() < deadline, "the trash was not purged");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The image of a container in ContainerStatus and ListContainers, as
+/// (image.image, image.user_specified_image, image_ref, image_id).
+async fn reported_image(harness: &Harness, id: &str) -> [(String, String, String, String); 2] {
+    let status = harness.status(id).await;
+    let spec = status.image.clone().unwrap_or_default();
+    let listed = harness
+        .client()
+        .await
+        .list_containers(ListContainersRequest {
+            filter: Some(ContainerFilter {
+                id: id.to_string(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .unwrap_or_else(|status| panic!("ListContainers: {status:?}"))
+        .into_inner()
+        .containers;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let listed = &listed[0];
+    let listed_spec = listed.image.clone().unwrap_or_default();
+    [
+        (
+            spec.image,
+            spec.user_specified_image,
+            status.image_ref,
+            status.image_id,
+        ),
+        (
+            listed_spec.image,
+            listed_spec.user_specified_image,
+            listed.image_ref.clone(),
+            listed.image_id.clone(),
+        ),
+    ]
+}
+
+/// kubelet creates a container with the resolved image id in `image.image`
+/// and the pod's image in `user_specified_image`, and compares the status's
+/// image with the pod's (its image-update handling waits for the new name):
+/// the status names the image the pod asked for, before and after a
+/// berthd restart, and the id stays in image_ref and image_id.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_names_the_image_the_pod_asked_for() {
+    let mut harness = Harness::start().await;
+    let name = harness.image.clone();
+    let image_id = harness
+        .berthd
+        .image_client()
+        .await
+        .image_status(ImageStatusRequest {
+            image: Some(ImageSpec {
+                image: name.clone(),
+                ..Default::default()
+            }),
+            verbose: false,
+        })
+        .await
+        .unwrap_or_else(|status| panic!("ImageStatus {name}: {status:?}"))
+        .into_inner()
+        .image
+        .unwrap_or_else(|| panic!("no image {name}"))
+        .id;
+    assert!(image_id.starts_with("sha256:"), "{image_id}");
+    let (pod, pod_cfg) = harness.run_pod("named", NamespaceMode::Pod).await;
+
+    let mut as_kubelet = container_config("as-kubelet", &image_id, &["sleep", "60"]);
+    as_kubelet.image = Some(ImageSpec {
+        image: image_id.clone(),
+        user_specified_image: name.clone(),
+        ..Default::default()
+    });
+    let as_kubelet = harness.create_ok(&pod, &pod_cfg, as_kubelet).await;
+    // crictl create: only image.image, the name.
+    let by_name = harness
+        .create_ok(
+            &pod,
+            &pod_cfg,
+            container_config("by-name", &name, &["sleep", "60"]),
+        )
+        .await;
+    let expected = (
+        name.clone(),
+        name.clone(),
+        image_id.clone(),
+        image_id.clone(),
+    );
+    for id in [&as_kubelet, &by_name] {
+        assert_eq!(
+            reported_image(&harness, id).await,
+            [expected.clone(), expected.clone()],
+            "container {id}"
+        );
+    }
+
+    harness.berthd.restart_on_same_dirs(
+        nix::sys::signal::Signal::SIGTERM,
+        Duration::from_millis(100),
+    );
+    for id in [&as_kubelet, &by_name] {
+        assert_eq!(
+            reported_image(&harness, id).await,
+            [expected.clone(), expected.clone()],
+            "container {id} after a berthd restart"
+        );
+    }
+
+    for id in [&as_kubelet, &by_name] {
+        harness.remove_container(id).await;
+    }
+    harness.remove_pod(&pod).await;
 }

@@ -32,6 +32,12 @@
 #   BERTH_CONTAINERD_CNI_CONF    a CNI .conflist to use instead of the generated
 #                                one (copied into cni/net.d; benchmarks give both
 #                                runtimes the same network config this way)
+#   BERTH_CONTAINERD_SANDBOX_IMAGE  the pinned sandbox image (default
+#                                registry.k8s.io/pause:3.9)
+#   BERTH_CONTAINERD_RUNTIME_HANDLERS  more runtime handlers, space-separated,
+#                                each the pinned runc as `runc` is (e.g.
+#                                test-handler, which Kubernetes' node e2e specs
+#                                name in their RuntimeClass)
 set -euo pipefail
 
 # shellcheck source=scripts/containerd/common.sh
@@ -47,7 +53,8 @@ REGISTRY="${BERTH_REGISTRY:-localhost:5000}"
 SUBNET="${BERTH_CONTAINERD_SUBNET:-10.87.0.0/16}"
 BRIDGE="${BERTH_CONTAINERD_BRIDGE:-ctrd-cni0}"
 LOG_LEVEL="${BERTH_CONTAINERD_LOG_LEVEL:-info}"
-SANDBOX_IMAGE="registry.k8s.io/pause:3.9"
+SANDBOX_IMAGE="${BERTH_CONTAINERD_SANDBOX_IMAGE:-registry.k8s.io/pause:3.9}"
+read -r -a EXTRA_HANDLERS <<<"${BERTH_CONTAINERD_RUNTIME_HANDLERS:-}"
 MIRRORED_HOSTS=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
 CNI_BIN_DIR=/usr/lib/cni
 
@@ -194,13 +201,18 @@ disabled_plugins = [
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = "runc"
 
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+$(for handler in runc "${EXTRA_HANDLERS[@]}"; do
+  cat <<HANDLER
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.$handler]
         runtime_type = "io.containerd.runc.v2"
 
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.$handler.options]
           BinaryName = "$CONTAINERD_BIN/runc"
           SystemdCgroup = false
           Root = "$DIR/runc"
+
+HANDLER
+done)
 
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["$CNI_BIN_DIR"]

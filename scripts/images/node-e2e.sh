@@ -15,18 +15,23 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/berth-images). The stand-ins:
 #   busybox      that busybox and the host's glibc (upstream: busybox:1.37.0)
 #   agnhost      busybox + /agnhost of the module, its porter certificate,
-#                /uploads, user 1000 and group 50000 as upstream adds them;
-#                ENTRYPOINT /agnhost, CMD pause (upstream: alpine + tools)
+#                /uploads, user 1000 and group 50000 as upstream adds them,
+#                and the host's curl and bash with their libraries (the
+#                lifecycle hooks call curl, probe specs /bin/bash); ENTRYPOINT /agnhost, CMD pause (upstream:
+#                alpine + curl, bash, dig, iproute2)
 #   kitten, nautilus  agnhost + their html files, CMD test-webserver
 #   nginx        build.sh's nginx stand-in (HTTP on 80)
 #   nonewprivs   build.sh's (setuid nnp printing its effective uid)
 #   nonroot      busybox, USER 1234
 #   ipc-utils    busybox + the host's util-linux ipcmk, ipcs, ipcrm
+#   glibc-dns-testing  busybox + the host's hostname (Debian's, glibc's
+#                `hostname -f`); the specs run only that (upstream: Debian
+#                with dnsutils and coredns)
 #   pause        build.sh's static pause
-# Not made: digest-pinned references (a digest cannot be reproduced),
-# glibc-dns-testing (coredns from GitHub), perl, node-perf, etcd, NPD,
-# sample-apiserver, apparmor-loader; none is pulled by that focus's specs
-# that run here (see tests/node-conformance-expected-failures.txt).
+# Not made: digest-pinned references (a digest cannot be reproduced), perl,
+# node-perf, etcd, NPD, sample-apiserver, apparmor-loader; none is pulled by
+# that focus's specs that run here (see
+# tests/node-conformance-expected-failures.txt).
 #
 # Needs what scripts/images/build.sh needs, plus make and bzip2.
 set -euo pipefail
@@ -48,7 +53,7 @@ die() {
 for f in agnhost image-files/kitten image-files/nautilus image-files/agnhost/localhost.crt; do
   [[ -e "$K8S_BIN/$f" ]] || die "no $f in $K8S_BIN (scripts/k8s/install-node-e2e.sh)"
 done
-for tool in make bzip2 umoci skopeo; do
+for tool in make bzip2 umoci skopeo ldd; do
   command -v "$tool" >/dev/null || die "$tool not found (see scripts/install-deps.sh)"
 done
 
@@ -168,7 +173,17 @@ install -d -m 0755 -o 1000 -g 1000 "$d/home/user-defined-in-image"
   echo 'group-defined-in-image:x:50000:user-defined-in-image'
 } >"$d/etc/group"
 chmod 0644 "$d/etc/passwd" "$d/etc/group"
-layer busybox agnhost "$d" "ADD agnhost (k8s.io/kubernetes/test/images/agnhost), porter certificate, users"
+# curl and bash, which upstream's image has from alpine (the lifecycle
+# hooks call curl, the probe specs run /bin/bash): the host's (Debian's
+# packages), with the shared libraries the busybox rootfs lacks, at the
+# paths the loader resolves them to.
+for tool in /usr/bin/curl /bin/bash; do
+  install -D -m 0755 "$tool" "$d$tool"
+  while read -r lib; do
+    [[ -e "$WORK/base/stage/rootfs$lib" || -e "$d$lib" ]] || install -D -m 0755 "$lib" "$d$lib"
+  done < <(ldd "$tool" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}')
+done
+layer busybox agnhost "$d" "ADD agnhost (k8s.io/kubernetes/test/images/agnhost), porter certificate, users, curl, bash"
 config agnhost --clear config.cmd --config.entrypoint /agnhost --config.cmd pause \
   --config.exposedports 80/tcp --config.exposedports 8080/tcp --config.exposedports 8081/tcp \
   --config.exposedports 9376/tcp --config.exposedports 5000/tcp
@@ -184,6 +199,14 @@ d="$(fresh nonroot)"
 install -d -m 0755 "$d/home"
 layer busybox nonroot "$d" "nonroot"
 config nonroot --config.user 1234
+
+# glibc-dns-testing (upstream: Debian + dnsutils + coredns): the specs that
+# pull it run `hostname` and `hostname -f`, whose glibc behaviour (the FQDN
+# from /etc/hosts) is the point; Debian's hostname on the busybox rootfs,
+# which has glibc and `hosts: files dns`.
+d="$(fresh glibc-dns-testing)"
+install -D -m 0755 "$(command -v hostname)" "$d/bin/hostname"
+layer busybox glibc-dns-testing "$d" "hostname (the host's, Debian's package)"
 
 d="$(fresh ipc-utils)"
 for b in ipcmk ipcs ipcrm; do
@@ -209,6 +232,7 @@ PUSH=(
   "nonewprivs e2e-test-images/nonewprivs:1.4"
   "nonroot e2e-test-images/nonroot:1.5"
   "ipc-utils e2e-test-images/ipc-utils:1.4"
+  "glibc-dns-testing e2e-test-images/glibc-dns-testing:2.1.1"
   "pause pause:3.10.2"
 )
 curl -fsS -o /dev/null "http://$REGISTRY/v2/" ||

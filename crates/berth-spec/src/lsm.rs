@@ -24,9 +24,13 @@
 //!   `Localhost` are errors naming the profile, as containerd's "apparmor
 //!   is not supported" (kubelet itself refuses such pods on such nodes).
 //!
-//! SELinux: berth applies no SELinux labels, so a request for one (any of
-//! user, role, type, level set) is refused, saying whether the host has
-//! SELinux at all; empty options ask for nothing.
+//! SELinux: berth applies no SELinux labels. On a host whose kernel runs
+//! SELinux a request for one (any of user, role, type, level set) is
+//! refused, naming it. On a host without SELinux a label has no meaning
+//! (no process or file carries one), so it is accepted and nothing is
+//! applied, as containerd and CRI-O do (go-selinux's `InitLabels` answers
+//! no labels when SELinux is off): Kubernetes sets a level on pods of its
+//! own conformance specs (the EmptyDir ones), which run on such hosts.
 
 use cri_api::v1::security_profile::ProfileType;
 use cri_api::v1::{
@@ -235,16 +239,32 @@ pub fn profiles_list_has(profiles: &str, name: &str) -> bool {
         .any(|(loaded, _mode)| loaded == name)
 }
 
-/// Refuses an SELinux label request (see the module docs). `field` names
-/// where the options came from in the request.
+/// Refuses an SELinux label request where SELinux runs (see the module
+/// docs); without SELinux there is nothing to label. `field` names where
+/// the options came from in the request.
 pub fn check_selinux_options(
     options: Option<&SeLinuxOption>,
     field: &'static str,
     selinux_enabled: bool,
 ) -> Result<(), SpecError> {
-    let Some(options) = options else {
+    if !selinux_enabled {
         return Ok(());
-    };
+    }
+    match selinux_label(options) {
+        None => Ok(()),
+        Some(label) => Err(SpecError::SeLinuxLabel {
+            field,
+            label,
+            reason: "berth does not apply SELinux labels",
+        }),
+    }
+}
+
+/// The label `options` ask for (`user "u", level "s0"`), None when they
+/// ask for none. berthd logs one it accepts on a host without SELinux, so
+/// that the label left unapplied is said, not silent.
+pub fn selinux_label(options: Option<&SeLinuxOption>) -> Option<String> {
+    let options = options?;
     let parts: Vec<String> = [
         ("user", &options.user),
         ("role", &options.role),
@@ -255,18 +275,7 @@ pub fn check_selinux_options(
     .filter(|(_, value)| !value.is_empty())
     .map(|(name, value)| format!("{name} {value:?}"))
     .collect();
-    if parts.is_empty() {
-        return Ok(());
-    }
-    Err(SpecError::SeLinuxLabel {
-        field,
-        label: parts.join(", "),
-        reason: if selinux_enabled {
-            "berth does not apply SELinux labels"
-        } else {
-            "SELinux is not enabled on this host, so nothing could enforce it"
-        },
-    })
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 #[cfg(test)]

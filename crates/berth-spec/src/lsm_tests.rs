@@ -227,22 +227,31 @@ fn the_kernel_list_is_matched_by_whole_names() {
 }
 
 #[test]
-fn selinux_labels_are_refused_naming_the_field() {
+fn selinux_labels_are_refused_naming_the_field_where_selinux_runs() {
     let label = SeLinuxOption {
         r#type: "spc_t".into(),
         level: "s0:c1,c2".into(),
         ..Default::default()
     };
-    let err = check_selinux_options(Some(&label), "selinux_options", false).unwrap_err();
+    let err = check_selinux_options(Some(&label), "selinux_options", true).unwrap_err();
     assert_eq!(
         err.to_string(),
         "selinux_options asks for the SELinux label type \"spc_t\", level \"s0:c1,c2\": \
-         SELinux is not enabled on this host, so nothing could enforce it"
+         berth does not apply SELinux labels"
     );
-    let err = check_selinux_options(Some(&label), "selinux_options", true).unwrap_err();
-    assert!(err.to_string().contains("berth does not apply"), "{err}");
-    check_selinux_options(Some(&SeLinuxOption::default()), "selinux_options", false).unwrap();
-    check_selinux_options(None, "selinux_options", false).unwrap();
+    check_selinux_options(Some(&SeLinuxOption::default()), "selinux_options", true).unwrap();
+    check_selinux_options(None, "selinux_options", true).unwrap();
+}
+
+#[test]
+fn selinux_labels_mean_nothing_without_selinux() {
+    // As containerd and CRI-O: Kubernetes' EmptyDir conformance specs ask
+    // for level "s0" on hosts without SELinux.
+    let label = SeLinuxOption {
+        level: "s0".into(),
+        ..Default::default()
+    };
+    check_selinux_options(Some(&label), "selinux_options", false).unwrap();
 }
 
 #[test]
@@ -269,8 +278,14 @@ fn the_spec_carries_the_profile_and_refuses_labels() {
         user: "system_u".into(),
         ..Default::default()
     });
-    let err = build_on(&config, &sandbox_config(false), &host(), &NO_LSM).unwrap_err();
+    let selinux = LsmHost {
+        apparmor: AppArmorHost::Disabled,
+        selinux: true,
+    };
+    let err = build_on(&config, &sandbox_config(false), &host(), &selinux).unwrap_err();
     assert!(matches!(err, SpecError::SeLinuxLabel { .. }), "{err}");
+    // Without SELinux the label is no request at all.
+    build_on(&config, &sandbox_config(false), &host(), &NO_LSM).unwrap();
 }
 
 #[test]
@@ -307,6 +322,26 @@ fn a_pods_own_requests_are_checked_like_a_containers() {
         level: "s0:c0,c1".into(),
         ..Default::default()
     };
-    let err = check_sandbox(Some(&pod(None, Some(label))), &on, &host()).unwrap_err();
+    check_sandbox(Some(&pod(None, Some(label.clone()))), &on, &host()).unwrap();
+    let selinux = LsmHost {
+        apparmor: AppArmorHost::Disabled,
+        selinux: true,
+    };
+    let err = check_sandbox(Some(&pod(None, Some(label))), &selinux, &host()).unwrap_err();
     assert!(matches!(err, SpecError::SeLinuxLabel { .. }), "{err}");
+}
+
+#[test]
+fn the_label_logged_names_what_was_asked_and_nothing_for_empty_options() {
+    assert_eq!(selinux_label(None), None);
+    assert_eq!(selinux_label(Some(&SeLinuxOption::default())), None);
+    let asked = SeLinuxOption {
+        r#type: "container_logreader_t".into(),
+        level: "s0".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        selinux_label(Some(&asked)).as_deref(),
+        Some(r#"type "container_logreader_t", level "s0""#)
+    );
 }

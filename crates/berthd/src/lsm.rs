@@ -54,6 +54,26 @@ pub fn probe_and_load() -> LsmHost {
     }
 }
 
+/// Says in the log that a label `subject` asked for goes unapplied on a
+/// host whose kernel runs no SELinux, where `berth_spec::lsm` accepts it as
+/// containerd and CRI-O do: the operator sees it, it is not silent.
+pub fn log_unapplied_selinux_label(
+    lsm: &LsmHost,
+    options: Option<&cri_api::v1::SeLinuxOption>,
+    subject: &str,
+) {
+    if lsm.selinux {
+        return;
+    }
+    if let Some(label) = berth_spec::lsm::selinux_label(options) {
+        tracing::warn!(
+            subject,
+            %label,
+            "SELinux label not applied: the kernel runs no SELinux"
+        );
+    }
+}
+
 /// runc's and containerd's test: the module parameter says Y and
 /// securityfs shows AppArmor's directory.
 fn apparmor_enabled() -> bool {

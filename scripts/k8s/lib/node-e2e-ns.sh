@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Runs inside the mount namespace scripts/k8s/lib/kubelet-ns.sh shaped (the
 # kernel sysctls kubelet checks masked, /var/log and /var/lib/kubelet
-# directories of the run): berthd, then ginkgo on e2e_node.test, which
-# starts etcd, kube-apiserver and kubelet (the one beside it) itself. berthd shares the
-# namespace so that the volumes kubelet mounts under /var/lib/kubelet are
-# the ones berthd bind-mounts into containers; every mount made here goes
-# with the namespace.
+# directories of the run): the runtime under test, then ginkgo on
+# e2e_node.test, which starts etcd, kube-apiserver and kubelet (the one
+# beside it) itself. The runtime shares the namespace so that the volumes
+# kubelet mounts under /var/lib/kubelet are the ones it bind-mounts into
+# containers; every mount made here goes with the namespace.
 #
-#   node-e2e-ns.sh WORK BERTHD GINKGO [GINKGO ARGS...]
+#   node-e2e-ns.sh WORK RUNTIME GINKGO [GINKGO ARGS...]
 #
-# Writes WORK/logs/berthd.log and WORK/berthd.pid; ginkgo runs in WORK/run.
+# RUNTIME is `berth` (WORK/bin/berthd with WORK/berthd.toml, serving
+# WORK/berth.sock; its log WORK/logs/berthd.log, its pid WORK/berthd.pid) or
+# `containerd` (scripts/containerd/start.sh WORK/containerd, configured by
+# the BERTH_CONTAINERD_* variables the caller exports; stopped with
+# scripts/containerd/stop.sh, which removes its pods). ginkgo runs in
+# WORK/run.
 set -euo pipefail
-work="$1" berthd="$2"
+work="$1" runtime="$2"
 shift 2
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 # shellcheck source=../../lib/process.sh
@@ -32,27 +37,63 @@ if [[ "$(readlink /proc/1/exe 2>/dev/null)" != */systemd ]]; then
   done
 fi
 
-# berthd's state dir on a tmpfs of its own, as /run is on a node.
-mkdir -p "$work/berth-state"
-mount -t tmpfs -o mode=0711 tmpfs "$work/berth-state"
-"$berthd" --config "$work/berthd.toml" --listen "$work/berth.sock" \
-  --root "$work/berth-root" --state "$work/berth-state" --log-level debug \
-  >"$work/logs/berthd.log" 2>&1 &
-berthd_pid=$!
-echo "$berthd_pid" >"$work/berthd.pid"
-for _ in $(seq 200); do [[ -S "$work/berth.sock" ]] && break; sleep 0.1; done
-if [[ ! -S "$work/berth.sock" ]]; then
-  tail -n 30 "$work/logs/berthd.log" >&2
-  log "berthd did not create $work/berth.sock"
-  kill "$berthd_pid" 2>/dev/null || true
-  exit 1
-fi
+start_berth() {
+  # berthd's state dir on a tmpfs of its own, as /run is on a node.
+  mkdir -p "$work/berth-state"
+  mount -t tmpfs -o mode=0711 tmpfs "$work/berth-state"
+  "$work/bin/berthd" --config "$work/berthd.toml" --listen "$work/berth.sock" \
+    --root "$work/berth-root" --state "$work/berth-state" --log-level debug \
+    >"$work/logs/berthd.log" 2>&1 &
+  berthd_pid=$!
+  echo "$berthd_pid" >"$work/berthd.pid"
+  for _ in $(seq 200); do [[ -S "$work/berth.sock" ]] && break; sleep 0.1; done
+  if [[ ! -S "$work/berth.sock" ]]; then
+    tail -n 30 "$work/logs/berthd.log" >&2
+    log "berthd did not create $work/berth.sock"
+    kill "$berthd_pid" 2>/dev/null || true
+    exit 1
+  fi
+}
 
-# Stopped early (the caller's cleanup): ginkgo is interrupted, which stops
-# the suite's kubelet and API server, and berthd still goes below.
+# Pods and containers outlive the runtime by design: remove them through it.
+stop_berth() {
+  crictl --timeout 120s --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 ||
+    log "crictl rmp --all failed; pods may be left in berthd's state"
+  stop_pid "$berthd_pid" berthd
+}
+
+# containerd's state and runc's on tmpfs mounts (as /run/containerd is on
+# a node), made in this namespace and gone with it.
+start_containerd() {
+  BERTH_CONTAINERD_STATE_TMPFS=1 bash "$repo/scripts/containerd/start.sh" "$work/containerd" \
+    2>"$work/logs/containerd-start.log" || {
+    cat "$work/logs/containerd-start.log" >&2
+    exit 1
+  }
+}
+
+stop_containerd() {
+  bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >"$work/logs/containerd-stop.log" 2>&1 ||
+    log "scripts/containerd/stop.sh failed; see $work/logs/containerd-stop.log"
+}
+
+case "$runtime" in
+  berth) start_berth ;;
+  containerd) start_containerd ;;
+  *)
+    log "unknown runtime $runtime"
+    exit 2
+    ;;
+esac
+
+# Stopped early (the caller's cleanup): the ginkgo CLI leaves an interrupt
+# to its parallel processes, which a terminal signals as one process group;
+# so ginkgo gets a group of its own here, and the whole group is
+# interrupted, which stops the specs, the suite's kubelet and API server.
+# The runtime still goes below.
 ginkgo_pid=""
-trap '[[ -n "$ginkgo_pid" ]] && kill -INT "$ginkgo_pid" 2>/dev/null' TERM INT
-(cd "$work/run" && exec "$@") &
+trap '[[ -n "$ginkgo_pid" ]] && kill -INT -- "-$ginkgo_pid" 2>/dev/null' TERM INT
+(cd "$work/run" && exec setsid "$@") &
 ginkgo_pid=$!
 set +e
 wait "$ginkgo_pid"
@@ -61,8 +102,5 @@ status=$?
 while kill -0 "$ginkgo_pid" 2>/dev/null; do wait "$ginkgo_pid"; done
 set -e
 
-# Pods and containers outlive berthd by design: remove them through it.
-crictl --timeout 120s --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 ||
-  log "crictl rmp --all failed; pods may be left in berthd's state"
-stop_pid "$berthd_pid" berthd
+"stop_$runtime"
 exit "$status"

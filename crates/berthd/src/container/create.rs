@@ -419,6 +419,23 @@ impl ContainerManager {
             host: &OsHost,
         };
         let mut spec = berth_spec::container_spec(&inputs)?;
+        crate::lsm::log_unapplied_selinux_label(
+            &self.sandboxes.lsm,
+            c.config
+                .linux
+                .as_ref()
+                .and_then(|linux| linux.security_context.as_ref())
+                .and_then(|security| security.selinux_options.as_ref()),
+            &format!(
+                "container {:?} of pod {}",
+                c.config
+                    .metadata
+                    .as_ref()
+                    .map(|m| m.name.as_str())
+                    .unwrap_or_default(),
+                c.sandbox.id
+            ),
+        );
         berth_spec::ulimits::apply_defaults(&mut spec, &self.default_rlimits);
         self.apply_cdi(&mut spec, c.config)?;
         if let Some(userns) = c.sandbox.namespaces.get("user") {

@@ -94,6 +94,15 @@ impl SandboxManager {
             .and_then(|linux| linux.security_context.as_ref());
         berth_spec::lsm::check_sandbox(security, &self.lsm, &berth_spec::OsHost)
             .map_err(SandboxError::SecurityModule)?;
+        crate::lsm::log_unapplied_selinux_label(
+            &self.lsm,
+            security.and_then(|security| security.selinux_options.as_ref()),
+            &config
+                .metadata
+                .as_ref()
+                .map(|m| format!("pod {}/{}", m.namespace, m.name))
+                .unwrap_or_default(),
+        );
         let id =
             crate::ids::new_id().map_err(|err| SandboxError::io("generating a sandbox id", err))?;
         let name_key = format!(
