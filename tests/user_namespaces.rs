@@ -131,13 +131,18 @@ fn host_uid(pid: u64) -> u32 {
         .unwrap_or_else(|| panic!("no Uid line in {status}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn container_root_is_an_unprivileged_host_uid() {
+/// A harness whose state dir's parents the pods' mapped root can search:
+/// the rootfs is mounted from inside the user namespace.
+async fn userns_harness() -> Harness {
     let harness = Harness::start().await;
-    // libcontainer mounts the rootfs from inside the user namespace: the
-    // state dir's parents must be searchable by the mapped root.
     let top = harness.berthd.sandbox.dir.path();
     std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    harness
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn container_root_is_an_unprivileged_host_uid() {
+    let harness = userns_harness().await;
 
     let status = harness
         .client()
@@ -284,7 +289,7 @@ async fn container_root_is_an_unprivileged_host_uid() {
     );
 
     harness.remove_pod(&pod).await;
-    let left = mounts_under(top);
+    let left = mounts_under(harness.berthd.sandbox.dir.path());
     assert!(left.is_empty(), "mounts left behind: {left:?}");
 }
 
@@ -433,9 +438,7 @@ fn host_interfaces() -> std::collections::BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_on_the_hosts_network_gets_a_user_namespace_without_its_capabilities() {
     // KEP-5607: hostNetwork: true with hostUsers: false.
-    let harness = Harness::start().await;
-    let top = harness.berthd.sandbox.dir.path();
-    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let harness = userns_harness().await;
     let status = harness
         .client()
         .await
@@ -597,7 +600,7 @@ async fn a_pod_on_the_hosts_network_gets_a_user_namespace_without_its_capabiliti
     );
 
     harness.remove_pod(&pod).await;
-    let left = mounts_under(top);
+    let left = mounts_under(harness.berthd.sandbox.dir.path());
     assert!(left.is_empty(), "mounts left behind: {left:?}");
 }
 
@@ -626,9 +629,7 @@ fn root_only_volume(dir: &Path) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn volumes_are_idmapped_into_the_pods_user_namespace() {
-    let harness = Harness::start().await;
-    let top = harness.berthd.sandbox.dir.path();
-    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let harness = userns_harness().await;
     let host = tempfile::tempdir().expect("volume dir");
     let volume = root_only_volume(host.path());
 
@@ -679,7 +680,10 @@ async fn volumes_are_idmapped_into_the_pods_user_namespace() {
     // Outside: what container root wrote belongs to host root.
     let made = std::fs::metadata(volume.join("made")).expect("the container's file");
     assert_eq!((made.uid(), made.gid()), (0, 0));
-    assert!(!idmapped_views(top).is_empty(), "the views are mounted");
+    assert!(
+        !idmapped_views(harness.berthd.sandbox.dir.path()).is_empty(),
+        "the views are mounted"
+    );
 
     let mut client = harness.client().await;
     client
@@ -695,7 +699,7 @@ async fn volumes_are_idmapped_into_the_pods_user_namespace() {
         })
         .await
         .expect("RemoveContainer");
-    let left = idmapped_views(top);
+    let left = idmapped_views(harness.berthd.sandbox.dir.path());
     assert!(
         left.is_empty(),
         "views left after RemoveContainer: {left:?}"
@@ -705,15 +709,13 @@ async fn volumes_are_idmapped_into_the_pods_user_namespace() {
         "secret-content\n"
     );
     harness.remove_pod(&pod).await;
-    let left = mounts_under(top);
+    let left = mounts_under(harness.berthd.sandbox.dir.path());
     assert!(left.is_empty(), "mounts left behind: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_volume_that_cannot_be_idmapped_fails_the_create_naming_it() {
-    let harness = Harness::start().await;
-    let top = harness.berthd.sandbox.dir.path();
-    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let harness = userns_harness().await;
     // ramfs has no idmapped mounts on any kernel.
     let host = tempfile::tempdir().expect("volume dir");
     let ramfs = host.path().join("ramfs");
@@ -740,9 +742,9 @@ async fn a_volume_that_cannot_be_idmapped_fails_the_create_naming_it() {
         ..Default::default()
     });
     let result = harness.create(&pod, &pod_cfg, config).await;
-    let views = idmapped_views(top);
+    let views = idmapped_views(harness.berthd.sandbox.dir.path());
     harness.remove_pod(&pod).await;
-    let left = mounts_under(top);
+    let left = mounts_under(harness.berthd.sandbox.dir.path());
     nix::mount::umount2(&ramfs, nix::mount::MntFlags::MNT_DETACH).expect("umount ramfs");
 
     let status = result.expect_err("a ramfs volume cannot be idmapped");
