@@ -13,13 +13,15 @@
 //! nothing else). A runtime with a dialect of its own adapts the spec in
 //! its backend: [`libcontainer::LibcontainerBackend`], the default, runs
 //! youki's libcontainer in the shim's process and carries every quirk of
-//! it. Tests use a fake (`backend/fake.rs`).
+//! it. Tests use a runtime that runs nothing (`fake`).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use ::libcontainer::oci_spec::runtime::Process;
 
+#[cfg(test)]
+pub mod fake;
 pub mod libcontainer;
 mod libcontainer_executor;
 mod libcontainer_spec;

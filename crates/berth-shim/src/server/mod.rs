@@ -425,3 +425,6 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     }
     msg
 }
+
+#[cfg(test)]
+mod tests;
