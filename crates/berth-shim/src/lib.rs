@@ -39,6 +39,7 @@ pub use berth_shim_api::timestamp;
 use std::os::fd::AsFd;
 
 use crate::backend::libcontainer::LibcontainerBackend;
+use crate::backend::oci_cli::OciCliBackend;
 use crate::backend::RuntimeBackend;
 use crate::cli::Args;
 use crate::reaper::SigchldChildren;
@@ -95,10 +96,18 @@ pub fn run(args: &Args) -> i32 {
 
 fn start(cfg: ShimConfig) -> Result<Server, SetupError> {
     let sigfd = setup::sigchld_fd()?;
-    let created = setup::create(&cfg, |bundle| {
-        let backend =
-            LibcontainerBackend::new(cfg.container.clone(), bundle, cfg.cgroup_dirs.clone());
-        Box::new(backend) as Box<dyn RuntimeBackend>
+    let created = setup::create(&cfg, |bundle| match &cfg.runtime_binary {
+        Some(binary) => Box::new(OciCliBackend::new(
+            binary.clone(),
+            cfg.container.clone(),
+            bundle,
+            cfg.files.dir(),
+        )) as Box<dyn RuntimeBackend>,
+        None => Box::new(LibcontainerBackend::new(
+            cfg.container.clone(),
+            bundle,
+            cfg.cgroup_dirs.clone(),
+        )),
     })?;
     let listeners =
         setup::listen(&cfg.files).and_then(|l| setup::listen_attach(&cfg.files).map(|a| (l, a)));

@@ -68,6 +68,9 @@ pub struct ShimConfig {
     pub cgroup_dirs: Option<crate::cgroup_dirs::CgroupDirs>,
     /// The state dir to trim the create's mount table to (`--trim-mounts`).
     pub trim_mounts: Option<PathBuf>,
+    /// The OCI runtime binary to drive (`--runtime-binary`); libcontainer
+    /// in-process without one.
+    pub runtime_binary: Option<PathBuf>,
 }
 
 impl ShimConfig {
@@ -99,6 +102,10 @@ impl ShimConfig {
             },
             cgroup_dirs: crate::cgroup_dirs::CgroupDirs::new(&args.cgroup_dir),
             trim_mounts: args.trim_mounts.clone(),
+            runtime_binary: match &args.runtime_binary {
+                Some(path) => Some(canonical("runtime binary", path)?),
+                None => None,
+            },
         })
     }
 }

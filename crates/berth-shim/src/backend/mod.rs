@@ -13,7 +13,8 @@
 //! nothing else). A runtime with a dialect of its own adapts the spec in
 //! its backend: [`libcontainer::LibcontainerBackend`], the default, runs
 //! youki's libcontainer in the shim's process and carries every quirk of
-//! it. Tests use a runtime that runs nothing (`fake`).
+//! it; [`oci_cli::OciCliBackend`] runs any OCI runtime's binary (runc,
+//! crun, youki, runsc) with `--runtime-binary`. Tests use a runtime that runs nothing (`fake`).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ pub mod fake;
 pub mod libcontainer;
 mod libcontainer_executor;
 mod libcontainer_spec;
+pub mod oci_cli;
 
 /// Identifies a container to its runtime: conmon's id and state root.
 #[derive(Debug, Clone)]
