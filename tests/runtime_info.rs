@@ -102,6 +102,57 @@ async fn status_reports_both_conditions_and_follows_cni_config() {
     assert!(condition(&status, "NetworkReady").status);
 }
 
+/// `crictl info` after `systemctl reload berthd`: the config a reload
+/// applied, not the one berthd started with.
+#[tokio::test(flavor = "multi_thread")]
+async fn verbose_status_shows_what_a_reload_applied() {
+    let berthd = Berthd::start("");
+    let config_of = |status: cri_api::v1::StatusResponse| -> serde_json::Value {
+        serde_json::from_str(status.info.get("config").expect("config in info")).expect("JSON")
+    };
+    let mut client = berthd.runtime_client().await;
+    let before = config_of(
+        client
+            .status(StatusRequest { verbose: true })
+            .await
+            .expect("Status")
+            .into_inner(),
+    );
+    assert!(before["registry"]["mirrors"]["reload.example"].is_null());
+    assert_eq!(before["log_level"], "info");
+
+    berthd.sandbox.write_config(
+        "log_level = \"warn\"\n[registry.mirrors.\"reload.example\"]\nendpoints = [\"http://127.0.0.1:5999\"]",
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(berthd.pid()),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .expect("SIGHUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !berthd.log_text().contains("config reloaded") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reload: {}",
+            berthd.log_text()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let after = config_of(
+        client
+            .status(StatusRequest { verbose: true })
+            .await
+            .expect("Status")
+            .into_inner(),
+    );
+    assert_eq!(
+        after["registry"]["mirrors"]["reload.example"]["endpoints"][0],
+        "http://127.0.0.1:5999"
+    );
+    assert_eq!(after["log_level"], "warn");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn verbose_status_carries_the_effective_config() {
     let berthd =
@@ -150,8 +201,9 @@ async fn status_lists_the_default_handler_and_only_real_features() {
     assert!(features.supplemental_groups_policy);
     // KEP-5855: noexec, nodev and nosuid reach the bind (berth-spec).
     assert!(features.mount_options);
-    // Not built: a hostUsers: false pod on the host network is refused.
-    assert!(!features.user_namespaces_host_network);
+    // KEP-5607: hostUsers: false on the host network, where user
+    // namespaces work (tests/user_namespaces.rs runs such a pod).
+    assert!(features.user_namespaces_host_network);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -354,28 +354,251 @@ async fn unsupported_user_namespace_requests_are_invalid_arguments() {
             "{name}: {status:?}"
         );
     }
-    // A pod on the host's network cannot have a user namespace.
-    let mut host_network = userns_pod(
-        &harness,
-        "host-net",
-        userns(NamespaceMode::Pod, kubelet_mapping()),
-    );
-    if let Some(options) = host_network
+    // A pod on the host's IPC or PID namespace cannot have a user
+    // namespace (one on the host's network can: see below).
+    for (kind, set) in [
+        (
+            "ipc",
+            (|o: &mut cri_api::v1::NamespaceOption| o.ipc = NamespaceMode::Node as i32)
+                as fn(&mut cri_api::v1::NamespaceOption),
+        ),
+        ("pid", |o| o.pid = NamespaceMode::Node as i32),
+    ] {
+        let mut config = userns_pod(
+            &harness,
+            &format!("host-{kind}"),
+            userns(NamespaceMode::Pod, kubelet_mapping()),
+        );
+        if let Some(options) = namespace_options(&mut config) {
+            set(options);
+        }
+        let status = run_pod(&harness, &config)
+            .await
+            .expect_err("a host namespace");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status
+                .message()
+                .contains(&format!("namespace_options.{kind}")),
+            "{status:?}"
+        );
+    }
+}
+
+fn namespace_options(config: &mut PodSandboxConfig) -> Option<&mut cri_api::v1::NamespaceOption> {
+    config
         .linux
         .as_mut()
         .and_then(|linux| linux.security_context.as_mut())
         .and_then(|context| context.namespace_options.as_mut())
-    {
+}
+
+/// A link and an address the container tries to add to the host's network:
+/// a dummy link no one else makes, and a documentation address (RFC 5737).
+const PROBE_LINK: &str = "berthun0";
+const PROBE_ADDRESS: &str = "192.0.2.77/32";
+
+/// Whether the probe link or address is on the host; removes whichever is,
+/// so a failing run leaves the host as it found it.
+fn host_network_changed() -> Vec<String> {
+    let mut changed = Vec::new();
+    if Path::new("/sys/class/net").join(PROBE_LINK).exists() {
+        changed.push(format!("link {PROBE_LINK}"));
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", PROBE_LINK])
+            .status();
+    }
+    let addresses = std::process::Command::new("ip")
+        .args(["-o", "addr", "show", "dev", "lo"])
+        .output()
+        .expect("ip addr show");
+    if String::from_utf8_lossy(&addresses.stdout).contains(PROBE_ADDRESS) {
+        changed.push(format!("address {PROBE_ADDRESS} on lo"));
+        let _ = std::process::Command::new("ip")
+            .args(["addr", "del", PROBE_ADDRESS, "dev", "lo"])
+            .status();
+    }
+    changed
+}
+
+/// The host's network interfaces, as its sysfs lists them.
+fn host_interfaces() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/sys/class/net")
+        .expect("/sys/class/net")
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_on_the_hosts_network_gets_a_user_namespace_without_its_capabilities() {
+    // KEP-5607: hostNetwork: true with hostUsers: false.
+    let harness = Harness::start().await;
+    let top = harness.berthd.sandbox.dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let status = harness
+        .client()
+        .await
+        .status(StatusRequest { verbose: false })
+        .await
+        .expect("Status")
+        .into_inner();
+    assert!(
+        status
+            .features
+            .is_some_and(|features| features.user_namespaces_host_network),
+        "user_namespaces_host_network not advertised"
+    );
+
+    // With a shared PID namespace, so its infra process runs too.
+    let mut pod_cfg = userns_pod(
+        &harness,
+        "userns-hostnet",
+        userns(NamespaceMode::Pod, kubelet_mapping()),
+    );
+    if let Some(options) = namespace_options(&mut pod_cfg) {
         options.network = NamespaceMode::Node as i32;
     }
-    let status = run_pod(&harness, &host_network)
-        .await
-        .expect_err("host network");
-    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
-    assert!(
-        status.message().contains("namespace_options.network"),
-        "{status:?}"
+    let before = host_interfaces();
+    let pod = run_pod(&harness, &pod_cfg).await.expect("RunPodSandbox");
+    let script = format!(
+        "cat /proc/self/uid_map; \
+         echo netns $(/bin/busybox readlink /proc/self/ns/net); \
+         /bin/busybox ip link add {PROBE_LINK} type dummy 2>&1; echo link-add $?; \
+         /bin/busybox ip addr add {PROBE_ADDRESS} dev lo 2>&1; echo addr-add $?; \
+         echo interfaces $(/bin/busybox ls /sys/class/net); \
+         /bin/busybox touch /sys/kernel/probe 2>&1; echo sys-write $?; \
+         echo firmware $(/bin/busybox ls -A /sys/firmware | /bin/busybox wc -l); \
+         /bin/busybox grep -q ' /sys/fs/cgroup ' /proc/self/mountinfo && echo cgroup-mounted; \
+         echo ready; exec /bin/sleep 1000"
     );
+    let mut config = userns_container(&harness, &pod_cfg, "app", &script);
+    // Masked as kubelet asks for a container that is not privileged.
+    if let Some(context) = config
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        context.masked_paths = vec!["/sys/firmware".into(), "/proc/kcore".into()];
+    }
+    let id = harness.run_container(&pod, &pod_cfg, config).await;
+    let log = Path::new(&pod_cfg.log_directory).join("app.log");
+    let lines = wait_for_line(&log, "ready").await;
+    let changed = host_network_changed();
+    assert!(
+        changed.is_empty(),
+        "the container changed the host's network ({changed:?}): {lines:?}"
+    );
+    let after = host_interfaces();
+
+    let line = |prefix: &str| -> String {
+        lines
+            .iter()
+            .find_map(|line| line.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line: {lines:?}"))
+            .trim()
+            .to_string()
+    };
+    // In the pod's user namespace...
+    let map: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        map,
+        ["0", &HOST_ID.to_string(), &LENGTH.to_string()],
+        "{lines:?}"
+    );
+    // ...and in the host's network namespace, whose configuration its
+    // capabilities (the user namespace's) do not reach.
+    let host_netns = std::fs::read_link("/proc/self/ns/net").expect("own netns");
+    assert_eq!(
+        line("netns "),
+        host_netns.display().to_string(),
+        "{lines:?}"
+    );
+    for (step, wanted) in [("link-add ", "link add"), ("addr-add ", "addr add")] {
+        assert_ne!(line(step), "0", "ip {wanted} succeeded: {lines:?}");
+    }
+    let refusals = lines
+        .iter()
+        .filter(|line| line.contains("Operation not permitted"))
+        .count();
+    assert_eq!(refusals, 2, "ip must fail with EPERM twice: {lines:?}");
+    // Its /sys is the host's (its interfaces), read-only, still masked.
+    let inside: std::collections::BTreeSet<String> = line("interfaces ")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let steady: Vec<&String> = before.intersection(&after).collect();
+    assert!(
+        steady.iter().all(|name| inside.contains(*name)),
+        "the host's interfaces {steady:?} not all in the container's /sys: {inside:?}"
+    );
+    assert_ne!(line("sys-write "), "0", "/sys is writable: {lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("Read-only file system")),
+        "/sys is not read-only: {lines:?}"
+    );
+    assert_eq!(
+        line("firmware "),
+        "0",
+        "/sys/firmware is not masked: {lines:?}"
+    );
+    assert!(lines.iter().any(|l| l == "cgroup-mounted"), "{lines:?}");
+
+    // From the host: the same network namespace, another user namespace,
+    // an unprivileged uid.
+    let verbose = harness
+        .client()
+        .await
+        .container_status(ContainerStatusRequest {
+            container_id: id.clone(),
+            verbose: true,
+        })
+        .await
+        .expect("ContainerStatus")
+        .into_inner();
+    let info: serde_json::Value =
+        serde_json::from_str(&verbose.info["info"]).expect("verbose info");
+    let pid = info["pid"].as_u64().expect("pid");
+    let ns = |pid: &str, kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).unwrap();
+    let pid_text = pid.to_string();
+    assert_eq!(ns(&pid_text, "net"), ns("self", "net"));
+    assert_ne!(ns(&pid_text, "user"), ns("self", "user"));
+    assert_eq!(host_uid(pid), HOST_ID);
+
+    // An exec is no more capable.
+    let exec = harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec![
+                "/bin/busybox".into(),
+                "ip".into(),
+                "link".into(),
+                "add".into(),
+                PROBE_LINK.into(),
+                "type".into(),
+                "dummy".into(),
+            ],
+            timeout: 10,
+        })
+        .await
+        .expect("ExecSync")
+        .into_inner();
+    let changed = host_network_changed();
+    assert!(
+        changed.is_empty(),
+        "an exec changed the host's network: {changed:?}"
+    );
+    assert_ne!(exec.exit_code, 0, "{exec:?}");
+    assert!(
+        String::from_utf8_lossy(&exec.stderr).contains("Operation not permitted"),
+        "{exec:?}"
+    );
+
+    harness.remove_pod(&pod).await;
+    let left = mounts_under(top);
+    assert!(left.is_empty(), "mounts left behind: {left:?}");
 }
 
 /// A volume as kubelet makes them: root's, closed to others (0750), in a

@@ -11,10 +11,12 @@
 #   1b. the escape suite (scripts/escape/) under the systemd driver and
 #      under cgroupfs: a hostile workload must not get out;
 #   1c. service-check: berth installed by scripts/install.sh as the
-#      berthd systemd unit; reload applies a changed mirror, restart keeps
-#      every container, uninstall --purge leaves nothing;
+#      berthd systemd unit, kubelet as a unit on its socket with static
+#      pods; reload applies a changed mirror, restart keeps every
+#      container, uninstall --purge leaves nothing;
 #   2. checkpoint-check: CheckpointContainer with CRIU (which cannot run on
 #      the development host's kernel), and a restore from the archive;
+#      then CheckpointPod and RestorePod of a pod of two containers;
 #   3. critest v1.37.0 against berthd there, compared on the host with
 #      tests/critest-expected-failures-guest.txt;
 #   4. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
@@ -28,7 +30,8 @@
 #      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
 #      its control-plane static pods on berth from images built here
 #      (scripts/images/build-kubeadm.sh), a Deployment's pod Running,
-#      `kubeadm reset` leaving nothing of it.
+#      `kubeadm reset` leaving nothing of it. BERTH_VM_KUBEADM_JOB_TIMEOUT
+#      (4800 s) bounds that job.
 #
 #   scripts/vm/stage.sh [--full]
 #
@@ -52,9 +55,10 @@ cd "$repo"
 default_focus='PodSandbox|Container runtime should support (basic operations|removing|execSync|listing)|should support (container|pod) stats|NamespaceOption|update container resources|UpdateContainerResources|AppArmor'
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # The node, the static pod the real-node checks need, debug --target
-# (all of it: the fix it proves is in how containers join a namespace), and
-# kubelet's checkpoint API, which reaches CRIU only here.
-k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint)}"
+# (all of it: the fix it proves is in how containers join a namespace),
+# kubelet's checkpoint API, which reaches CRIU only here, and volume mount
+# options (a noexec bind under systemd + cgroup v2 and the guest's kernel).
+k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options)}"
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
@@ -67,8 +71,10 @@ cleanup_share() { rm -rf "$share"; }
 trap cleanup_share EXIT
 
 kubeadm="${BERTH_VM_KUBEADM:-0}"
+service_check="${BERTH_VM_SERVICE_CHECK:-1}"
 k8s_args=()
-if [[ "$k8s_focus" != none || "$kubeadm" != 0 ]]; then
+# The service check runs kubelet too.
+if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
   k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
   if [[ "$kubeadm" != 0 ]]; then
@@ -113,10 +119,10 @@ if [[ "${BERTH_VM_ESCAPE:-1}" != 0 ]]; then
   vm_sh "$escape_focus_env bash /mnt/share/scripts/vm/in-guest/escape.sh /root/escape /mnt/share/bin" ||
     status=1
 fi
-if [[ "${BERTH_VM_SERVICE_CHECK:-1}" != 0 ]]; then
-  log "service check (install, systemd unit, reload, restart, uninstall)"
+if [[ "$service_check" != 0 ]]; then
+  log "service check (install, systemd unit, kubelet's unit, reload, restart, uninstall)"
   vm_run bash /mnt/share/scripts/vm/in-guest/service-check.sh /root/service /mnt/share/bin \
-    /mnt/share/scripts || status=1
+    /mnt/share/scripts /mnt/share/k8s || status=1
 fi
 if [[ "${BERTH_VM_CHECKPOINT_CHECK:-1}" != 0 ]]; then
   log "checkpoint check"
@@ -159,7 +165,11 @@ fi
 if [[ "$kubeadm" != 0 ]]; then
   log "a kubeadm node on berth: init, a Deployment, reset"
   kubeadm_start=$SECONDS
-  vm_run bash /mnt/share/scripts/vm/in-guest/kubeadm.sh /mnt/share/k8s /mnt/share/bin || status=1
+  # The node's waits are each up to BERTH_KUBEADM_TIMEOUT (1200 s; init
+  # alone took 1095 s at load 10): the job gets longer than the harness's
+  # default 1800 s, which cut a run short in its Deployment wait.
+  BERTH_VM_JOB_TIMEOUT="${BERTH_VM_KUBEADM_JOB_TIMEOUT:-4800}" \
+    vm_run bash /mnt/share/scripts/vm/in-guest/kubeadm.sh /mnt/share/k8s /mnt/share/bin || status=1
   log "kubeadm node in $((SECONDS - kubeadm_start)) s"
 fi
 vm_stop

@@ -682,36 +682,31 @@ impl TestRegistry {
             .open(self.log_path())
             .expect("registry log");
         let log_offset = log.metadata().map(|m| m.len()).unwrap_or(0) as usize;
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdin(Stdio::null())
-            // Access log lines go to stdout, everything else to stderr.
-            .stdout(log.try_clone().expect("dup log"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn docker-registry (apt-get install docker-registry)");
-        self.child = Some(child);
-        let listening = format!("listening on 127.0.0.1:{}", self.port);
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let log = self.log_text();
-            let log = log.get(log_offset..).unwrap_or_default().to_string();
-            let child = self.child.as_mut().expect("registry child");
-            if child.try_wait().expect("wait registry").is_some() {
-                self.child = None;
-                return Err(log);
-            }
+        let child = spawn_docker_registry(&config, log);
+        let port = self.port;
+        let log_path = self.log_path();
+        let child = self.child.insert(child);
+        let waited = wait_listening(
+            child,
+            port,
+            || {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                log.get(log_offset..).unwrap_or_default().to_string()
+            },
             // Our own process must be the one listening, not whoever took
             // the port meanwhile.
-            if log.contains(&listening) && self.v2_status().is_some() {
-                return Ok(());
+            || v2_status_at(port).is_some(),
+        );
+        match waited {
+            Ok(()) => Ok(()),
+            Err(StartFailure::Exited(log)) => {
+                self.child = None;
+                Err(log)
             }
-            if Instant::now() > deadline {
+            Err(StartFailure::TimedOut(log)) => {
                 self.stop();
                 panic!("docker-registry did not answer on /v2/ in time: {log}");
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -738,22 +733,7 @@ impl TestRegistry {
 
     /// HTTP status of GET /v2/ (200, or 401 behind auth), None if no answer.
     pub fn v2_status(&self) -> Option<u16> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        write!(
-            stream,
-            "GET /v2/ HTTP/1.0\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.host()
-        )
-        .ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).ok()?;
-        response
-            .strip_prefix("HTTP/1.")?
-            .get(2..5)?
-            .parse()
-            .ok()
-            .filter(|s| *s == 200 || *s == 401)
+        v2_status_at(self.port)
     }
 
     pub fn port(&self) -> u16 {
@@ -985,20 +965,9 @@ impl TestRegistry {
     }
 
     fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(mut child) = self.child.take() {
+            stop_child(&mut child);
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 
@@ -1006,6 +975,87 @@ impl Drop for TestRegistry {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Starts Debian's `docker-registry serve CONFIG` with its output in `log`.
+pub(crate) fn spawn_docker_registry(config: &Path, log: std::fs::File) -> Child {
+    Command::new("docker-registry")
+        .arg("serve")
+        .arg(config)
+        .stdin(Stdio::null())
+        // Access log lines go to stdout, everything else to stderr.
+        .stdout(log.try_clone().expect("dup log"))
+        .stderr(log)
+        .spawn()
+        .expect("spawn docker-registry (apt-get install docker-registry)")
+}
+
+/// Why a docker-registry did not come up; each carries its log.
+pub(crate) enum StartFailure {
+    /// It exited (e.g. the port was taken meanwhile).
+    Exited(String),
+    /// It did not answer within START_TIMEOUT.
+    TimedOut(String),
+}
+
+/// Waits until `child` logs that it listens on 127.0.0.1:`port` and
+/// `answers()` holds.
+pub(crate) fn wait_listening(
+    child: &mut Child,
+    port: u16,
+    log: impl Fn() -> String,
+    answers: impl Fn() -> bool,
+) -> Result<(), StartFailure> {
+    let listening = format!("listening on 127.0.0.1:{port}");
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let log = log();
+        if child.try_wait().expect("wait registry").is_some() {
+            return Err(StartFailure::Exited(log));
+        }
+        if log.contains(&listening) && answers() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(StartFailure::TimedOut(log));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM by pid, then SIGKILL when it has not exited in STOP_TIMEOUT.
+pub(crate) fn stop_child(child: &mut Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// HTTP status of GET /v2/ on 127.0.0.1:`port` (200, or 401 behind auth),
+/// None if no answer.
+fn v2_status_at(port: u16) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET /v2/ HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .strip_prefix("HTTP/1.")?
+        .get(2..5)?
+        .parse()
+        .ok()
+        .filter(|s| *s == 200 || *s == 401)
 }
 
 /// `user:<bcrypt hash>` as `htpasswd -Bbn` writes it (distribution only

@@ -7,12 +7,9 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
 
-use crate::registry::free_port;
-
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+use crate::registry::{free_port, spawn_docker_registry, stop_child, wait_listening, StartFailure};
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, in
 /// a temporary directory: `ca.crt`, `server.crt`/`server.key`,
@@ -153,42 +150,28 @@ impl TlsRegistry {
             let config_path = front.dir.path().join("config.yml");
             std::fs::write(&config_path, config).expect("write config");
             let log = std::fs::File::create(front.log_path()).expect("log");
-            let child = Command::new("docker-registry")
-                .arg("serve")
-                .arg(&config_path)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("dup log"))
-                .stderr(log)
-                .spawn()
-                .expect("spawn docker-registry");
-            front.child = Some(child);
-            match front.wait_listening() {
+            let port = front.port;
+            let log_path = front.log_path();
+            let child = front.child.insert(spawn_docker_registry(&config_path, log));
+            let waited = wait_listening(
+                child,
+                port,
+                || std::fs::read_to_string(&log_path).unwrap_or_default(),
+                || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            );
+            match waited {
                 Ok(()) => return front,
-                Err(log) if log.contains("address already in use") => continue,
-                Err(log) => panic!("TLS docker-registry did not start: {log}"),
+                Err(StartFailure::Exited(log)) if log.contains("address already in use") => {
+                    front.child = None;
+                    continue;
+                }
+                Err(StartFailure::Exited(log)) => panic!("TLS docker-registry exited: {log}"),
+                Err(StartFailure::TimedOut(log)) => {
+                    panic!("TLS docker-registry not listening in time: {log}")
+                }
             }
         }
         panic!("TLS docker-registry found no free port in 5 tries");
-    }
-
-    fn wait_listening(&mut self) -> Result<(), String> {
-        let listening = format!("listening on 127.0.0.1:{}", self.port);
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let log = self.log_text();
-            let child = self.child.as_mut().expect("child");
-            if child.try_wait().expect("wait").is_some() {
-                self.child = None;
-                return Err(log);
-            }
-            if log.contains(&listening) && TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!("not listening in time: {log}"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     /// `127.0.0.1:PORT`.
@@ -216,19 +199,8 @@ impl TlsRegistry {
 
 impl Drop for TlsRegistry {
     fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(mut child) = self.child.take() {
+            stop_child(&mut child);
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }

@@ -10,6 +10,7 @@
 
 mod client;
 mod images;
+mod pod_checkpoint;
 mod record;
 mod workload;
 
@@ -81,6 +82,26 @@ enum Command {
         #[arg(long, default_value_t = 4)]
         clients: usize,
     },
+    /// CheckpointPod of `pod`'s `container`s into the empty directory
+    /// `output` (records nothing).
+    CheckpointPod {
+        #[arg(long)]
+        pod: String,
+        #[arg(long)]
+        output: PathBuf,
+        #[arg(long = "container", required = true)]
+        containers: Vec<String>,
+    },
+    /// RestorePod from the pod checkpoint in `dir`, with the configs it
+    /// holds; prints the new pod's and containers' ids as JSON (records
+    /// nothing).
+    RestorePod {
+        #[arg(long)]
+        dir: PathBuf,
+        /// The restored pod's log directory (else the checkpointed one's).
+        #[arg(long)]
+        log_directory: Option<String>,
+    },
     /// Times ImageStatus of every image named in FILE, and ListImages `n` times.
     Warm {
         #[arg(long)]
@@ -116,5 +137,13 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::ColdPull { image, n } => images::cold_pull(&cri, &out, &image, n).await,
         Command::PullAll { file, clients } => images::pull_all(&cri, &file, clients).await,
         Command::Warm { file, n } => images::warm(&cri, &out, &file, n).await,
+        Command::CheckpointPod {
+            pod,
+            output,
+            containers,
+        } => pod_checkpoint::checkpoint(&cri, &pod, &output, &containers).await,
+        Command::RestorePod { dir, log_directory } => {
+            pod_checkpoint::restore(&cri, &dir, log_directory.as_deref()).await
+        }
     }
 }

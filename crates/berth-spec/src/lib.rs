@@ -100,7 +100,7 @@ pub use lsm::{AppArmorHost, LsmHost};
 pub use namespaces::SandboxNamespaces;
 pub use resources::{cpu_shares_to_weight, CgroupFeatures};
 pub use signal::stop_signal;
-pub use system_mounts::SandboxFiles;
+pub use system_mounts::{SandboxFiles, Sysfs};
 
 /// Everything [`container_spec`] needs: the CRI request and what the
 /// runtime knows about the pod, the image and the host.
@@ -176,10 +176,10 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         .set_rlimits(None)
         .set_no_new_privileges(settings.no_new_privileges)
         .set_apparmor_profile(apparmor_profile)
-        .set_oom_score_adj(resources::oom_score_adj(
+        .set_oom_score_adj(Some(resources::oom_score_adj(
             resources,
             inputs.host_oom_score_adj_floor,
-        ))
+        )))
         .set_selinux_label(None)
         .set_io_priority(None)
         .set_scheduler(None)
@@ -188,8 +188,12 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     let host_ipc = inputs.namespaces.ipc.is_none();
     let extra =
         system_mounts::sandbox_mounts(&inputs.sandbox_files, host_ipc, settings.readonly_rootfs);
-    let defaults = system_mounts::default_mounts(settings.privileged, &inputs.cgroup_view);
     let pod_userns = userns::pod_user_namespace(sandbox_namespace_options(inputs.sandbox_config))?;
+    let sysfs = system_mounts::Sysfs::for_container(
+        pod_userns.is_some(),
+        inputs.namespaces.network.is_none(),
+    );
+    let defaults = system_mounts::default_mounts(settings.privileged, sysfs, &inputs.cgroup_view);
     mounts::check_mount_idmaps(&config.mounts, pod_userns.as_ref())?;
     let mount_plan = mounts::container_mounts(defaults, &config.mounts, &extra, inputs.host)?;
     let device_plan =

@@ -314,7 +314,8 @@ fn minimal_config_from_crictl_works() {
     );
     assert_eq!((process.user().uid(), process.user().gid()), (0, 0));
     assert!(spec.linux().as_ref().unwrap().seccomp().is_none());
-    assert_eq!(process.oom_score_adj(), None);
+    // No resources: 0 in the spec, never the shim's score by inheritance.
+    assert_eq!(process.oom_score_adj(), Some(0));
 }
 
 #[test]
@@ -416,4 +417,108 @@ fn a_userns_pod_container_joins_its_user_namespace_with_its_mappings() {
     // container cannot be made as asked.
     let err = container_spec(&inputs(&namespaces())).unwrap_err();
     assert!(matches!(err, SpecError::UserNamespaceNotPinned), "{err}");
+}
+
+#[test]
+fn a_userns_pod_on_the_hosts_network_binds_the_hosts_sys_and_joins_no_netns() {
+    use cri_api::v1::{IdMapping, NamespaceOption, UserNamespace};
+    // What kubelet sends for hostNetwork: true with hostUsers: false.
+    let mut sandbox = sandbox_config(false);
+    sandbox.hostname.clear();
+    let mapping = vec![IdMapping {
+        container_id: 0,
+        host_id: 65536,
+        length: 65536,
+    }];
+    let userns = NamespaceOption {
+        network: NamespaceMode::Node as i32,
+        pid: NamespaceMode::Container as i32,
+        ipc: NamespaceMode::Pod as i32,
+        userns_options: Some(UserNamespace {
+            mode: NamespaceMode::Pod as i32,
+            uids: mapping.clone(),
+            gids: mapping,
+        }),
+        ..Default::default()
+    };
+    if let Some(context) = sandbox
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        context.namespace_options = Some(userns.clone());
+    }
+    let mut config = container_config();
+    if let Some(context) = config
+        .linux
+        .as_mut()
+        .and_then(|linux| linux.security_context.as_mut())
+    {
+        context.namespace_options = Some(userns);
+        context.masked_paths = security::DEFAULT_MASKED_PATHS.map(String::from).to_vec();
+    }
+    let host = host();
+    let spec = container_spec(&ContainerInputs {
+        container_id: "c1",
+        sandbox_id: "s1",
+        config: &config,
+        sandbox_config: &sandbox,
+        image: &image(),
+        rootfs: Path::new("/rootfs"),
+        // What berth-pinns pins for such a pod: no net, no uts.
+        namespaces: &SandboxNamespaces {
+            network: None,
+            uts: None,
+            user: Some("/run/berth/ns/s1/user".into()),
+            ..namespaces()
+        },
+        cgroups_path: "/c1",
+        cgroup_view: CgroupView::V2,
+        etc_passwd: Some(PASSWD),
+        etc_group: Some(GROUP),
+        sandbox_files: files(),
+        host_oom_score_adj_floor: 0,
+        features: CgroupFeatures::default(),
+        lsm: &NO_LSM,
+        host: &host,
+    })
+    .unwrap();
+    let linux = spec.linux().as_ref().unwrap();
+    let kinds: Vec<LinuxNamespaceType> = linux
+        .namespaces()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|ns| ns.typ())
+        .collect();
+    assert!(kinds.contains(&LinuxNamespaceType::User), "{kinds:?}");
+    assert!(kinds.contains(&LinuxNamespaceType::Pid), "{kinds:?}");
+    for host_kind in [LinuxNamespaceType::Network, LinuxNamespaceType::Uts] {
+        assert!(!kinds.contains(&host_kind), "{host_kind:?} in {kinds:?}");
+    }
+    for mappings in [linux.uid_mappings(), linux.gid_mappings()] {
+        let mapping = mappings.as_ref().unwrap()[0];
+        assert_eq!(
+            (mapping.container_id(), mapping.host_id(), mapping.size()),
+            (0, 65536, 65536)
+        );
+    }
+    // /sys: the host's, bound read-only recursively, never a sysfs mount.
+    let mounts = spec.mounts().as_ref().unwrap();
+    let sys: Vec<_> = mounts
+        .iter()
+        .filter(|m| m.destination() == Path::new("/sys"))
+        .collect();
+    assert_eq!(sys.len(), 1, "{sys:?}");
+    assert_eq!(sys[0].typ().as_deref(), Some("bind"));
+    assert_eq!(sys[0].source().as_deref(), Some(Path::new("/sys")));
+    let options = sys[0].options().clone().unwrap();
+    for option in ["rbind", "rro", "nosuid", "nodev", "noexec"] {
+        assert!(options.contains(&option.to_string()), "{options:?}");
+    }
+    assert!(mounts.iter().all(|m| m.typ().as_deref() != Some("sysfs")));
+    // Still masked as a sysfs is, and no pod hostname (the node's).
+    let masked = linux.masked_paths().clone().unwrap();
+    assert!(masked.contains(&"/sys/firmware".to_string()), "{masked:?}");
+    assert_eq!(spec.hostname(), &None);
 }

@@ -106,12 +106,15 @@ pub fn container_resources(
 /// `[floor, 1000]`, where `floor` is berthd's own score. Lowering a score
 /// needs CAP_SYS_RESOURCE, which root lacks on some hosts (this one); the
 /// write would fail with EACCES and the container with it. containerd
-/// calls this `restrict_oom_score_adj`. `None` (inherit) without resources.
-pub fn oom_score_adj(resources: Option<&LinuxContainerResources>, floor: i32) -> Option<i32> {
-    let resources = resources?;
+/// calls this `restrict_oom_score_adj`. Without resources the value is 0,
+/// as containerd's CRI writes it: left unset, the container would inherit
+/// the shim's score, which is berthd's (-999 under its unit), and be the
+/// kernel's last OOM victim instead of an ordinary process.
+pub fn oom_score_adj(resources: Option<&LinuxContainerResources>, floor: i32) -> i32 {
+    let wanted = resources.map_or(0, |r| r.oom_score_adj);
     let floor = i64::from(floor.clamp(-1000, 1000));
-    let adj = resources.oom_score_adj.clamp(floor, 1000);
-    i32::try_from(adj).ok()
+    // In [-1000, 1000] after the clamp: the conversion cannot fail.
+    i32::try_from(wanted.clamp(floor, 1000)).unwrap_or(0)
 }
 
 /// cgroup v1 `cpu.shares` to cgroup v2 `cpu.weight`, the formula of runc

@@ -145,12 +145,23 @@ fn oom_score_adj_is_clamped_to_the_floor_and_1000() {
         oom_score_adj: adj,
         ..Default::default()
     };
-    assert_eq!(oom_score_adj(Some(&with(968)), 0), Some(968));
-    assert_eq!(oom_score_adj(Some(&with(-998)), 0), Some(0));
-    assert_eq!(oom_score_adj(Some(&with(-998)), -1000), Some(-998));
-    assert_eq!(oom_score_adj(Some(&with(5000)), 0), Some(1000));
-    assert_eq!(oom_score_adj(Some(&with(-5000)), -2000), Some(-1000));
-    assert_eq!(oom_score_adj(None, 0), None);
+    assert_eq!(oom_score_adj(Some(&with(968)), 0), 968);
+    assert_eq!(oom_score_adj(Some(&with(-998)), 0), 0);
+    assert_eq!(oom_score_adj(Some(&with(-998)), -1000), -998);
+    assert_eq!(oom_score_adj(Some(&with(5000)), 0), 1000);
+    assert_eq!(oom_score_adj(Some(&with(-5000)), -2000), -1000);
+}
+
+#[test]
+fn without_resources_the_score_is_zero_not_berthds() {
+    // berthd under its unit runs at -999: the container must not inherit it.
+    assert_eq!(oom_score_adj(None, -999), 0);
+    assert_eq!(
+        oom_score_adj(Some(&LinuxContainerResources::default()), -999),
+        0
+    );
+    // A berthd at a higher score still bounds it (the kernel would refuse).
+    assert_eq!(oom_score_adj(None, 500), 500);
 }
 
 #[test]

@@ -23,14 +23,59 @@ pub struct SandboxFiles {
     pub shm: Option<PathBuf>,
 }
 
+/// How a container gets its `/sys`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sysfs {
+    /// A sysfs mounted for the container: its network namespace's view.
+    Mount,
+    /// The host's `/sys`, bound with the mounts below it, all read-only
+    /// (containerd's and CRI-O's answer, KEP-5607). For a container in a
+    /// pod user namespace on the host's network: the kernel mounts a sysfs
+    /// only for a network namespace the mounter's user namespace owns, and
+    /// the host's is owned by the host's. The masked paths are masked on
+    /// the bind as on a sysfs.
+    HostBind,
+}
+
+impl Sysfs {
+    /// The `/sys` of a container in a pod with (`userns`) or without its
+    /// own user namespace, on its own network or the host's (`host_network`).
+    pub fn for_container(userns: bool, host_network: bool) -> Self {
+        if userns && host_network {
+            Sysfs::HostBind
+        } else {
+            Sysfs::Mount
+        }
+    }
+}
+
 /// The default system mounts, containerd's (without `/run`, which
 /// containerd also leaves out for CRI containers), then `/sys/fs/cgroup`
 /// as [`cgroup_mounts`] makes it for the host's cgroup version.
 ///
 /// `/sys` is read-only unless the container is privileged: a writable
-/// sysfs lets a container reconfigure the host's devices.
-pub fn default_mounts(privileged: bool, cgroups: &CgroupView) -> Vec<Mount> {
+/// sysfs lets a container reconfigure the host's devices. The host's `/sys`
+/// bound into a user namespace ([`Sysfs::HostBind`]) is read-only always,
+/// as containerd binds it: even privileged, the container's root is not
+/// the host's, whose sysfs it is.
+pub fn default_mounts(privileged: bool, sysfs: Sysfs, cgroups: &CgroupView) -> Vec<Mount> {
     let access = if privileged { "rw" } else { "ro" };
+    let sys = match sysfs {
+        Sysfs::Mount => mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", access],
+        ),
+        // `rro`: read-only recursively (mount_setattr), the host's mounts
+        // under /sys included.
+        Sysfs::HostBind => mount(
+            "/sys",
+            "bind",
+            "/sys",
+            &["rbind", "rro", "nosuid", "nodev", "noexec"],
+        ),
+    };
     let mut mounts = vec![
         mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
         mount(
@@ -64,12 +109,7 @@ pub fn default_mounts(privileged: bool, cgroups: &CgroupView) -> Vec<Mount> {
             "mqueue",
             &["nosuid", "noexec", "nodev"],
         ),
-        mount(
-            "/sys",
-            "sysfs",
-            "sysfs",
-            &["nosuid", "noexec", "nodev", access],
-        ),
+        sys,
     ];
     mounts.extend(cgroup_mounts(cgroups, privileged));
     mounts
@@ -128,6 +168,7 @@ fn mount(destination: &str, typ: &str, source: &str, options: &[&str]) -> Mount 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn find<'a>(mounts: &'a [Mount], destination: &str) -> &'a Mount {
         mounts
@@ -145,7 +186,7 @@ mod tests {
 
     #[test]
     fn defaults_cover_the_system_filesystems() {
-        let mounts = default_mounts(false, &CgroupView::V2);
+        let mounts = default_mounts(false, Sysfs::Mount, &CgroupView::V2);
         let destinations: Vec<_> = mounts.iter().map(|m| m.destination().clone()).collect();
         for expected in [
             "/proc",
@@ -166,12 +207,40 @@ mod tests {
 
     #[test]
     fn sysfs_and_cgroupfs_are_read_only_unless_privileged() {
-        let normal = default_mounts(false, &CgroupView::V2);
+        let normal = default_mounts(false, Sysfs::Mount, &CgroupView::V2);
         assert!(has_option(find(&normal, "/sys"), "ro"));
         assert!(has_option(find(&normal, "/sys/fs/cgroup"), "ro"));
-        let privileged = default_mounts(true, &CgroupView::V2);
+        let privileged = default_mounts(true, Sysfs::Mount, &CgroupView::V2);
         assert!(has_option(find(&privileged, "/sys"), "rw"));
         assert!(has_option(find(&privileged, "/sys/fs/cgroup"), "rw"));
+    }
+
+    #[test]
+    fn a_user_namespace_on_the_hosts_network_binds_the_hosts_sys_read_only() {
+        assert_eq!(Sysfs::for_container(true, true), Sysfs::HostBind);
+        for (userns, host_network) in [(true, false), (false, true), (false, false)] {
+            assert_eq!(Sysfs::for_container(userns, host_network), Sysfs::Mount);
+        }
+        for privileged in [false, true] {
+            let mounts = default_mounts(privileged, Sysfs::HostBind, &CgroupView::V2);
+            let sys = find(&mounts, "/sys");
+            assert_eq!(sys.typ().as_deref(), Some("bind"));
+            assert_eq!(sys.source().as_deref(), Some(Path::new("/sys")));
+            for option in ["rbind", "rro", "nosuid", "nodev", "noexec"] {
+                assert!(has_option(sys, option), "{option} missing: {sys:?}");
+            }
+            assert!(!has_option(sys, "rw"), "{sys:?}");
+            // Only /sys changes: the cgroup mount still covers the host's.
+            let cgroup = find(&mounts, "/sys/fs/cgroup");
+            assert_eq!(cgroup.typ().as_deref(), Some("cgroup"));
+            assert_eq!(
+                mounts
+                    .iter()
+                    .filter(|m| m.typ().as_deref() == Some("sysfs"))
+                    .count(),
+                0
+            );
+        }
     }
 
     #[test]
@@ -180,7 +249,7 @@ mod tests {
             name: "memory".into(),
             dir: "/sys/fs/cgroup/memory/c1".into(),
         }]);
-        let destinations: Vec<_> = default_mounts(false, &view)
+        let destinations: Vec<_> = default_mounts(false, Sysfs::Mount, &view)
             .iter()
             .map(|m| m.destination().display().to_string())
             .collect();

@@ -10,9 +10,16 @@
 //!   the idmapped rootfs and volumes use the same single range (containerd
 //!   refuses them too; critest checks the refusal).
 //! - Mode CONTAINER and TARGET have no meaning for user namespaces.
-//! - A user namespace needs the pod's own network, IPC and PID namespaces:
-//!   sysfs, mqueue and proc can only be mounted inside it when it owns
-//!   them. berth reports `user_namespaces_host_network: false`.
+//! - A user namespace needs the pod's own IPC and PID namespaces: mqueue
+//!   and proc can only be mounted inside it when it owns them (kubelet
+//!   refuses `hostIPC` and `hostPID` with `hostUsers: false` too).
+//! - The host's network is allowed (KEP-5607, `hostNetwork: true` with
+//!   `hostUsers: false`; berth reports `user_namespaces_host_network`): the
+//!   pod's user namespace then owns no network namespace, so no sysfs can
+//!   be mounted for it and containers bind the host's `/sys` read-only
+//!   instead (see [`crate::system_mounts::Sysfs`]). Their capabilities are
+//!   the user namespace's alone, so the host's network stays out of reach
+//!   of its configuration.
 //!
 //! Only syntax and consistency are checked here; whether the host can do
 //! it at all is the runtime handler's feature flag.
@@ -138,11 +145,7 @@ pub fn pod_user_namespace(
             }
         }
         Ok(NamespaceMode::Pod) => {
-            for (kind, mode) in [
-                ("network", options.network),
-                ("ipc", options.ipc),
-                ("pid", options.pid),
-            ] {
+            for (kind, mode) in [("ipc", options.ipc), ("pid", options.pid)] {
                 if mode == NamespaceMode::Node as i32 {
                     return Err(UsernsError::HostNamespace { kind });
                 }

@@ -158,22 +158,44 @@ fn bad_ranges_are_refused_naming_the_field() {
 }
 
 #[test]
-fn pod_mode_needs_the_pods_own_namespaces() {
+fn pod_mode_needs_the_pods_own_ipc_and_pid_namespaces() {
     for (kind, set) in [
         (
-            "network",
-            (|o: &mut NamespaceOption| o.network = 2) as fn(&mut NamespaceOption),
+            "ipc",
+            (|o: &mut NamespaceOption| o.ipc = 2) as fn(&mut NamespaceOption),
         ),
-        ("ipc", |o: &mut NamespaceOption| o.ipc = 2),
         ("pid", |o: &mut NamespaceOption| o.pid = 2),
     ] {
         let mut request = kubelet_pod();
         set(&mut request);
-        assert_eq!(
-            pod_user_namespace(Some(&request)),
-            Err(UsernsError::HostNamespace { kind })
+        let err = pod_user_namespace(Some(&request)).unwrap_err();
+        assert_eq!(err, UsernsError::HostNamespace { kind });
+        assert!(
+            err.to_string()
+                .contains(&format!("namespace_options.{kind} is NODE")),
+            "{err}"
         );
     }
+}
+
+#[test]
+fn pod_mode_may_use_the_hosts_network() {
+    // KEP-5607: what kubelet sends for hostNetwork with hostUsers: false.
+    let mut request = kubelet_pod();
+    request.network = NamespaceMode::Node as i32;
+    request.pid = NamespaceMode::Container as i32;
+    let userns = pod_user_namespace(Some(&request))
+        .expect("host network with a user namespace")
+        .expect("a user namespace");
+    assert_eq!(
+        userns.uids,
+        IdRange {
+            container_id: 0,
+            host_id: 65536,
+            length: 65536,
+        }
+    );
+    assert_eq!(userns.gids, userns.uids);
 }
 
 #[test]

@@ -148,6 +148,7 @@ fn open_context(
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let fs_usage = crate::fs_usage::FsUsageCache::new(layout.images(), layout.containers());
     let context = RuntimeContext {
+        config_in_force: crate::reload::ConfigInForce::new(config.clone()),
         config,
         cgroup_driver,
         images,
@@ -371,8 +372,11 @@ pub async fn run(
         None
     };
     let metrics = context.metrics.clone();
-    let mut reloader =
-        crate::reload::Reloader::new(reload, context.images.clone(), context.config.clone());
+    let mut reloader = crate::reload::Reloader::new(
+        reload,
+        context.images.clone(),
+        context.config_in_force.clone(),
+    );
     tokio::spawn(async move {
         while sighup.recv().await.is_some() {
             tracing::info!(signal = "SIGHUP", "reloading the config");

@@ -30,6 +30,8 @@ use crate::sandbox::SandboxError;
 pub struct Journal {
     entries: Mutex<Vec<String>>,
     failing: Mutex<BTreeSet<&'static str>>,
+    /// Steps that pass this many more times, then fail.
+    failing_after: Mutex<HashMap<&'static str, usize>>,
     /// CNI DEL waits here while a test holds it for writing: a pod stop
     /// held in the middle.
     pub del_gate: tokio::sync::RwLock<()>,
@@ -53,8 +55,29 @@ impl Journal {
         lock(&self.failing).insert(step);
     }
 
+    /// Makes step `step` pass `passes` more times, then fail: the Nth of
+    /// a kind failing.
+    pub fn fail_after(&self, step: &'static str, passes: usize) {
+        lock(&self.failing_after).insert(step, passes);
+    }
+
     pub fn heal(&self) {
         lock(&self.failing).clear();
+        lock(&self.failing_after).clear();
+    }
+
+    fn fails(&self, step: &'static str) -> bool {
+        if lock(&self.failing).contains(step) {
+            return true;
+        }
+        match lock(&self.failing_after).get_mut(step) {
+            Some(0) => true,
+            Some(left) => {
+                *left -= 1;
+                false
+            }
+            None => false,
+        }
     }
 
     fn write(&self, entry: impl Into<String>) {
@@ -64,14 +87,14 @@ impl Journal {
     /// Notes the step and says whether it is to fail.
     fn step(&self, step: &'static str) -> bool {
         self.write(step);
-        lock(&self.failing).contains(step)
+        self.fails(step)
     }
 
     /// Notes the step and what it acts on (`<step> <what>`), and says
     /// whether the step is to fail.
     fn step_on(&self, step: &'static str, what: &str) -> bool {
         self.write(format!("{step} {what}"));
-        lock(&self.failing).contains(step)
+        self.fails(step)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use berth_image::pull::ImagePuller;
 
@@ -86,20 +86,46 @@ pub struct ReloadInputs {
     pub log: Option<LogHandle>,
 }
 
+/// The config in force: the start-up config with what the last reload
+/// applied. `Status` shows it, so `crictl info` after a reload shows the
+/// mirrors and log level berthd now uses, not those it started with.
+#[derive(Clone)]
+pub struct ConfigInForce(Arc<RwLock<Config>>);
+
+impl ConfigInForce {
+    pub fn new(config: Config) -> Self {
+        Self(Arc::new(RwLock::new(config)))
+    }
+
+    /// A copy of the config in force.
+    pub fn get(&self) -> Config {
+        // A writer only swaps a whole value in: a poisoned lock still
+        // holds a complete config.
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, config: Config) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = config;
+    }
+}
+
 /// Reloads the config on request, holding what it applies to.
 pub struct Reloader {
     inputs: ReloadInputs,
     images: Arc<ImagePuller>,
-    /// The config in force.
-    current: Config,
+    /// The config in force, shared with `Status`.
+    in_force: ConfigInForce,
 }
 
 impl Reloader {
-    pub fn new(inputs: ReloadInputs, images: Arc<ImagePuller>, current: Config) -> Self {
+    pub fn new(inputs: ReloadInputs, images: Arc<ImagePuller>, in_force: ConfigInForce) -> Self {
         Self {
             inputs,
             images,
-            current,
+            in_force,
         }
     }
 
@@ -132,7 +158,8 @@ impl Reloader {
                 return;
             }
         };
-        let changes = changes(&self.current, &new);
+        let current = self.in_force.get();
+        let changes = changes(&current, &new);
         if let Some(log) = &self.inputs.log {
             if let Err(err) = log.reload(filter) {
                 tracing::warn!(error = %err, "reload: cannot replace the log filter");
@@ -141,7 +168,7 @@ impl Reloader {
         self.images.set_hosts(hosts);
         // Keys needing a restart keep their running values: the next reload
         // compares against what is in force, and names them again.
-        let mut kept = self.current.clone();
+        let mut kept = current;
         kept.log_level = new.log_level;
         let timeouts = (
             kept.registry.connect_timeout_seconds,
@@ -152,7 +179,7 @@ impl Reloader {
             kept.registry.connect_timeout_seconds,
             kept.registry.read_timeout_seconds,
         ) = timeouts;
-        self.current = kept;
+        self.in_force.set(kept);
         tracing::info!(
             config = %source,
             applied = ?changes.applied,

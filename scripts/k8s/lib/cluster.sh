@@ -107,8 +107,13 @@ start_apiserver() {
   # loopback address).
   local gates=()
   # VolumeBindMountOptions (alpha in 1.37): pods may ask for noexec volumes.
-  if ((K8S_MINOR >= 37)); then gates+=(--feature-gates VolumeBindMountOptions=true); fi
-  "$K8S_BIN/kube-apiserver" "${gates[@]}" \
+  if ((K8S_MINOR >= 37)); then gates+=(VolumeBindMountOptions=true); fi
+  # UserNamespacesHostNetworkSupport (KEP-5607, alpha since 1.35): a pod may
+  # have hostUsers: false with hostNetwork: true.
+  if ((K8S_MINOR >= 35)); then gates+=(UserNamespacesHostNetworkSupport=true); fi
+  local gate_flags=()
+  if ((${#gates[@]})); then gate_flags=(--feature-gates "$(IFS=,; echo "${gates[*]}")"); fi
+  "$K8S_BIN/kube-apiserver" "${gate_flags[@]}" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
     --endpoint-reconciler-type none \
@@ -186,6 +191,7 @@ authorization: {mode: Webhook}
 featureGates:
   PodAndContainerStatsFromCRI: true
 $(if ((K8S_MINOR >= 37)); then echo "  VolumeBindMountOptions: true"; fi)
+$(if ((K8S_MINOR >= 35)); then echo "  UserNamespacesHostNetworkSupport: true"; fi)
 podLogsDir: $WORK/pod-logs
 staticPodPath: $WORK/manifests
 volumePluginDir: $WORK/volume-plugins

@@ -11,6 +11,17 @@
 #     as the image) and started: it counts on from where the dump found it,
 #     with the file it wrote and without the one it removed.
 #
+# Then a pod (KEP-5823), through berth-bench, as kubelet would call it
+# (crictl has no pod checkpoint):
+#
+#   - a pod of two containers, one counting in memory, one that wrote a
+#     file: CheckpointPod writes checkpoint-manifest.json, pod-config.pb
+#     and one archive per container into an empty directory, and both run
+#     on;
+#   - the pod removed, RestorePod makes a new pod whose two containers are
+#     created, not started; started, the counter counts on from the dump,
+#     the other has its file, both in the new pod's namespaces.
+#
 # Prints one PASS/FAIL line per check and exits non-zero on any FAIL.
 #
 #   checkpoint-check.sh WORK_DIR BIN_DIR
@@ -148,6 +159,141 @@ if cri stop --timeout 5 "$restored" >/dev/null; then
   check "it stops" CONTAINER_EXITED "$(cri inspect "$restored" 2>/dev/null | jq -r .status.state)"
 else
   fail "it stops" "$(berthd_tail)"
+fi
+
+# ------------------------------------------------------------ the pod
+bench() { berth-bench --socket "$work/berth.sock" --runtime berth --out "$work/bench.jsonl" "$@"; }
+# Each container its own PID namespace, as kubelet's default: the restore
+# then makes the dumped ones again.
+cat >"$work/pod2.json" <<JSON
+{"metadata": {"name": "ckpt-pod", "namespace": "default", "uid": "ckpt-pod-uid", "attempt": 0},
+ "hostname": "ckpt-pod", "log_directory": "$work/podlogs",
+ "linux": {"security_context": {"namespace_options": {"pid": 1}}}}
+JSON
+keeper='echo kept >/kept; while :; do sleep 1; done'
+cat >"$work/keeper.json" <<JSON
+{"metadata": {"name": "keeper"},
+ "image": {"image": "$image"},
+ "command": ["sh", "-c", "$keeper"],
+ "log_path": "keeper.log"}
+JSON
+pod_log="$work/podlogs/counter.log"
+pod2="$(cri runp "$work/pod2.json")" || { fail "the pod runs" "$(berthd_tail)"; finish; }
+counter2="$(cri create "$pod2" "$work/ctr.json" "$work/pod2.json")" &&
+  cri start "$counter2" >/dev/null &&
+  keeper2="$(cri create "$pod2" "$work/keeper.json" "$work/pod2.json")" &&
+  cri start "$keeper2" >/dev/null || { fail "its two containers run" "$(berthd_tail)"; finish; }
+wait_count "$pod_log" 3 || { fail "the pod's counter counts" "$(tail -n 3 "$pod_log")"; finish; }
+pass "a pod of two containers runs, its counter counts"
+
+podckpt="$work/podckpt"
+mkdir -p "$podckpt"
+pod_before_ckpt="$(last_number "$pod_log")"
+start=$SECONDS
+if out="$(bench checkpoint-pod --pod "$pod2" --output "$podckpt" \
+  --container "$counter2" --container "$keeper2" 2>&1)"; then
+  pass "CheckpointPod (in $((SECONDS - start)) s)"
+else
+  fail "CheckpointPod" "$out / $(berthd_tail)"
+  finish
+fi
+pod_at_dump="$(last_number "$pod_log")"
+check "the checkpoint's members" "checkpoint-manifest.json containers pod-config.pb" \
+  "$(ls -A "$podckpt" | tr '\n' ' ' | sed 's/ $//')"
+manifest="$podckpt/checkpoint-manifest.json"
+check "the manifest names both containers" "berth 1 $pod2 counter=$counter2 keeper=$keeper2" \
+  "$(jq -r '"\(.runtime) \(.version) \(.sandboxId) " + ([.containers[] | "\(.name)=\(.id)"] | join(" "))' "$manifest")"
+archives_ok=yes
+for archive in $(jq -r '.containers[].archive' "$manifest"); do
+  [[ "$(stat -c %a "$podckpt/$archive")" == 600 ]] &&
+    tar -tf "$podckpt/$archive" | grep -qx checkpoint/inventory.img &&
+    [[ "$(sha256sum <"$podckpt/$archive" | cut -d' ' -f1)" == \
+      "$(jq -r --arg a "$archive" '.containers[] | select(.archive == $a) | .sha256' "$manifest")" ]] ||
+    archives_ok="no: $archive"
+done
+check "each archive is private, holds CRIU's images and its checksum" yes "$archives_ok"
+check "both run on after the checkpoint" "CONTAINER_RUNNING CONTAINER_RUNNING" \
+  "$(for c in "$counter2" "$keeper2"; do cri inspect "$c" | jq -r .status.state; done | tr '\n' ' ' | sed 's/ $//')"
+if wait_count "$pod_log" "$((pod_at_dump + 2))"; then
+  pass "the pod's counter keeps counting after the checkpoint"
+else
+  fail "the pod's counter keeps counting after the checkpoint" "stuck at $(last_number "$pod_log")"
+fi
+cri stopp "$pod2" >/dev/null && cri rmp "$pod2" >/dev/null ||
+  fail "the checkpointed pod is removed" "$(berthd_tail)"
+pod_removed_at="$(last_number "$pod_log")"
+# Every file of the checkpoint: RestorePod must not change any.
+contents() { (cd "$podckpt" && find . -type f -exec sha256sum {} + | sort) | sha256sum; }
+podckpt_contents="$(contents)"
+
+start=$SECONDS
+if restored_json="$(bench restore-pod --dir "$podckpt" --log-directory "$work/podlogs2" 2>&1)"; then
+  pass "RestorePod (in $((SECONDS - start)) s)"
+else
+  fail "RestorePod" "$restored_json / $(berthd_tail)"
+  finish
+fi
+pod3="$(jq -r .pod_sandbox_id <<<"$restored_json")"
+counter3="$(jq -r .containers.counter <<<"$restored_json")"
+keeper3="$(jq -r .containers.keeper <<<"$restored_json")"
+if [[ -n "$pod3" && "$pod3" != "$pod2" && "$counter3" != "$counter2" && "$keeper3" != "$keeper2" &&
+  "$counter3" != null && "$keeper3" != null ]]; then
+  pass "a new pod and two new containers ($pod3)"
+else
+  fail "a new pod and two new containers" "$restored_json"
+  finish
+fi
+check "the new pod is ready, with the checkpointed pod's name" "SANDBOX_READY ckpt-pod" \
+  "$(cri inspectp "$pod3" | jq -r '"\(.status.state) \(.status.metadata.name)"')"
+check "its containers are created, not started" "CONTAINER_CREATED CONTAINER_CREATED" \
+  "$(for c in "$counter3" "$keeper3"; do cri inspect "$c" | jq -r .status.state; done | tr '\n' ' ' | sed 's/ $//')"
+check "made from the checkpoint's image" "$image $image" \
+  "$(for c in "$counter3" "$keeper3"; do cri inspect "$c" | jq -r .status.image.image; done | tr '\n' ' ' | sed 's/ $//')"
+check "the checkpoint is left as it was" "$podckpt_contents" "$(contents)"
+start=$SECONDS
+if out="$(cri start "$counter3" 2>&1)" && out="$(cri start "$keeper3" 2>&1)"; then
+  pass "starting them restores them (in $((SECONDS - start)) s)"
+else
+  fail "starting them restores them" "$out / $(berthd_tail)"
+  finish
+fi
+restored_pod_log="$work/podlogs2/counter.log"
+if wait_count "$restored_pod_log" 0; then
+  first="$(numbers "$restored_pod_log" | head -n 1)"
+  # Past what it had counted before the checkpoint (not from 0), and
+  # not past what it had counted when the checkpoint was done: the
+  # dumped memory, not the removed pod's later count.
+  if ((first > pod_before_ckpt && first <= pod_at_dump + 1 && pod_at_dump + 1 < pod_removed_at)); then
+    pass "the counter counts on from the dump, in memory (first $first; $pod_before_ckpt before the checkpoint, $pod_at_dump after it, $pod_removed_at at the removal)"
+  else
+    fail "the counter counts on from the dump" "first $first; $pod_before_ckpt before the checkpoint, $pod_at_dump after it, $pod_removed_at at the removal"
+  fi
+else
+  fail "the restored counter prints" "$(tail -n 3 "$restored_pod_log" 2>&1) / $(berthd_tail)"
+fi
+if wait_count "$restored_pod_log" "$((${first:-0} + 2))"; then
+  pass "and goes on counting"
+else
+  fail "and goes on counting" "stuck at $(last_number "$restored_pod_log")"
+fi
+check "both restored containers run" "CONTAINER_RUNNING CONTAINER_RUNNING" \
+  "$(for c in "$counter3" "$keeper3"; do cri inspect "$c" | jq -r .status.state; done | tr '\n' ' ' | sed 's/ $//')"
+check "the other has the file it wrote" "kept" "$(cri exec "$keeper3" cat /kept 2>&1)"
+counter3_pid="$(pid_of "$counter3")"
+keeper3_pid="$(pid_of "$keeper3")"
+check "the restored inits are the shim's children" "berth-shim berth-shim" \
+  "$(for p in "$counter3_pid" "$keeper3_pid"; do ps -o comm= -p "$(ps -o ppid= -p "$p" | tr -d ' ')"; done | tr '\n' ' ' | sed 's/ $//')"
+check "each in its own scope" "berth-$counter3.scope berth-$keeper3.scope" \
+  "$(for p in "$counter3_pid" "$keeper3_pid"; do sed -n 's|^0::.*/||p' "/proc/$p/cgroup"; done | tr '\n' ' ' | sed 's/ $//')"
+check "both in the new pod's net, ipc and uts namespaces" "$(namespaces "$counter3_pid")" \
+  "$(namespaces "$keeper3_pid")"
+[[ "$(namespaces "$counter3_pid")" != "$pod_namespaces" ]] &&
+  pass "which are not the first pod's" || fail "which are not the first pod's" "$pod_namespaces"
+if cri stopp "$pod3" >/dev/null && cri rmp "$pod3" >/dev/null; then
+  check "the restored pod is removed with its containers" "0" \
+    "$(cri ps -a -q --pod "$pod3" 2>/dev/null | wc -l)"
+else
+  fail "the restored pod is removed" "$(berthd_tail)"
 fi
 
 finish

@@ -72,7 +72,7 @@ impl ContainerManager {
 
     /// `criu check`, run once: its answer does not change while berthd
     /// runs. A probe that timed out tells nothing and is asked again.
-    async fn criu_usable(&self) -> Result<(), CriuUnusable> {
+    pub(crate) async fn criu_usable(&self) -> Result<(), CriuUnusable> {
         let mut cached = self.criu_check.lock().await;
         if let Some(known) = cached.as_ref() {
             return known.clone();

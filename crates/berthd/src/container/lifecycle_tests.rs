@@ -21,16 +21,16 @@ use super::{ContainerError, ContainerManager};
 use crate::fakes::{FakeCriu, FakeMounts, FakeShims, Journal};
 use crate::sandbox::lifecycle_tests::{fixture as sandbox_fixture, pod, Fixture as Pods};
 
-const IMAGE: &str = "docker.io/library/fake:latest";
+pub(crate) const IMAGE: &str = "docker.io/library/fake:latest";
 
-struct Fixture {
-    manager: Arc<ContainerManager>,
-    journal: Arc<Journal>,
-    pods: Pods,
-    dir: tempfile::TempDir,
+pub(crate) struct Fixture {
+    pub manager: Arc<ContainerManager>,
+    pub journal: Arc<Journal>,
+    pub pods: Pods,
+    pub dir: tempfile::TempDir,
 }
 
-async fn fixture() -> Fixture {
+pub(crate) async fn fixture() -> Fixture {
     let pods = sandbox_fixture();
     let dir = tempfile::tempdir().expect("tempdir");
     let journal = Journal::new();
@@ -104,7 +104,7 @@ fn add_image(store: &ImageStore) {
         .expect("commit");
 }
 
-fn container(name: &str) -> ContainerConfig {
+pub(crate) fn container(name: &str) -> ContainerConfig {
     ContainerConfig {
         metadata: Some(ContainerMetadata {
             name: name.into(),
@@ -156,7 +156,7 @@ fn entries(dir: &Path) -> Vec<String> {
 }
 
 /// Nothing of a container is left: no record, bundle, layer or shim dir.
-fn assert_no_trace(f: &Fixture, what: &str) {
+pub(crate) fn assert_no_trace(f: &Fixture, what: &str) {
     assert!(f.manager.store.all().is_empty(), "{what}");
     for dir in ["state/containers", "root/containers", "state/shims"] {
         assert_eq!(

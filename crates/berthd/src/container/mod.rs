@@ -16,7 +16,7 @@ pub mod idmapped_binds;
 pub mod image_files;
 pub mod image_volumes;
 #[cfg(test)]
-mod lifecycle_tests;
+pub(crate) mod lifecycle_tests;
 mod recover;
 mod remove;
 mod reopen_log;
@@ -173,7 +173,7 @@ impl ContainerManager {
             .remove(id);
     }
 
-    async fn is_running(&self, record: &ContainerRecord) -> bool {
+    pub(crate) async fn is_running(&self, record: &ContainerRecord) -> bool {
         matches!(self.shims.state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
     }
 }

@@ -389,3 +389,52 @@ async fn a_pod_stop_in_progress_does_not_hold_up_its_status() {
     assert_eq!(seen.state, SandboxState::NotReady);
     assert!(!seen.network_attached);
 }
+
+#[tokio::test]
+async fn a_user_namespace_on_the_hosts_network_pins_no_network_and_calls_no_cni() {
+    use cri_api::v1::{
+        IdMapping, LinuxPodSandboxConfig, LinuxSandboxSecurityContext, NamespaceMode,
+        NamespaceOption, UserNamespace,
+    };
+    // KEP-5607, as kubelet sends it for hostNetwork with hostUsers: false.
+    let f = fixture();
+    let mapping = vec![IdMapping {
+        container_id: 0,
+        host_id: 65536,
+        length: 65536,
+    }];
+    let mut config = pod("hostnet");
+    config.linux = Some(LinuxPodSandboxConfig {
+        security_context: Some(LinuxSandboxSecurityContext {
+            namespace_options: Some(NamespaceOption {
+                network: NamespaceMode::Node as i32,
+                pid: NamespaceMode::Container as i32,
+                ipc: NamespaceMode::Pod as i32,
+                userns_options: Some(UserNamespace {
+                    mode: NamespaceMode::Pod as i32,
+                    uids: mapping.clone(),
+                    gids: mapping,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = f.manager.run(config, "").await.expect("RunPodSandbox");
+    let record = f
+        .manager
+        .store
+        .published(&id)
+        .expect("one sandbox")
+        .expect("its record");
+    let mut pinned: Vec<&str> = record.namespaces.keys().map(String::as_str).collect();
+    pinned.sort();
+    assert_eq!(pinned, ["ipc", "user"]);
+    assert!(!record.network_attached && record.ips.is_empty());
+    let entries = f.journal.entries();
+    assert!(
+        !entries.iter().any(|entry| entry.starts_with("cni")),
+        "{entries:?}"
+    );
+}

@@ -1,20 +1,40 @@
-//! `CheckpointPod` (KEP-5823, alpha in Kubernetes 1.37): not built yet.
-//! A pod's containers are checkpointed one by one with
-//! `CheckpointContainer`; a whole-pod archive is still to come.
+//! `CheckpointPod` (KEP-5823): CRIU dumps each of the pod's selected
+//! containers into one checkpoint in `output_path` (`crate::pod_checkpoint`);
+//! the containers run on.
+
+use std::time::Duration;
 
 use cri_api::v1::{CheckpointPodRequest, CheckpointPodResponse};
 use tonic::Status;
 
-use super::{require, CriService};
+use super::{require, to_completion, CriService};
+use crate::pod_checkpoint::{self, CheckpointPod};
 
 impl CriService {
-    pub(super) fn serve_checkpoint_pod(
+    pub(super) async fn serve_checkpoint_pod(
         &self,
         request: CheckpointPodRequest,
     ) -> Result<CheckpointPodResponse, Status> {
         require("pod_sandbox_id", &request.pod_sandbox_id)?;
-        Err(Status::unimplemented(
-            "CheckpointPod is not implemented by berth; checkpoint each container with CheckpointContainer",
-        ))
+        require("output_path", &request.output_path)?;
+        let containers = self.context().containers.clone();
+        // Finished (or undone) even when the client stops waiting: a dump
+        // cut off halfway would leave its staging dir in the caller's.
+        to_completion(async move {
+            pod_checkpoint::checkpoint(
+                &containers,
+                CheckpointPod {
+                    pod_sandbox_id: &request.pod_sandbox_id,
+                    output_path: &request.output_path,
+                    container_ids: &request.container_ids,
+                    options: &request.options,
+                    timeout: Duration::ZERO,
+                },
+            )
+            .await
+            .map_err(Status::from)
+        })
+        .await?;
+        Ok(CheckpointPodResponse {})
     }
 }

@@ -43,7 +43,7 @@ impl CriService {
 }
 
 /// What the manager relies on: the container and its image are named.
-fn check_config(config: &ContainerConfig) -> Result<(), Status> {
+pub(super) fn check_config(config: &ContainerConfig) -> Result<(), Status> {
     let metadata = config
         .metadata
         .as_ref()

@@ -6,68 +6,73 @@
 use tonic::{Code, Status};
 
 use crate::container::ContainerError;
+use crate::pod_checkpoint::PodCheckpointError;
 use crate::sandbox::SandboxError;
 
 impl From<ContainerError> for Status {
     fn from(err: ContainerError) -> Self {
-        use ContainerError::*;
-        let code = match &err {
-            Sandbox(inner) => return sandbox_code(inner).with(&err),
-            Cdi(inner) => cdi_code(inner),
-            // Not one berth can read is the request's fault; one it cannot
-            // read or unpack here is the node's state.
-            CheckpointArchive(inner) => match inner {
-                crate::container::checkpoint_archive::ArchiveError::NotACheckpoint { .. } => {
-                    Code::InvalidArgument
-                }
-                crate::container::checkpoint_archive::ArchiveError::Io { .. } => {
-                    Code::FailedPrecondition
-                }
-            },
-            LogDir { source, .. } => log_dir_code(source),
-            // The node's filesystem cannot serve the volume as the pod
-            // needs it; the request itself is fine.
-            IdmappedMount { source, .. } if source.is_refusal() => Code::FailedPrecondition,
-            IdmappedMount { .. } => Code::Internal,
-            NotFound { .. }
-            | ImageNotFound { .. }
-            | ImageVolumeNotFound { .. }
-            | TargetNotFound { .. } => Code::NotFound,
-            Spec(inner) => spec_code(inner),
-            AmbiguousId(_) | CgroupName(_) | ImageSubPath { .. } | DeviceRules { .. } => {
+        container_code(&err).with(&err)
+    }
+}
+
+/// The code of a container error (also where a pod call fails on one).
+fn container_code(err: &ContainerError) -> Code {
+    use ContainerError::*;
+    match err {
+        Sandbox(inner) => sandbox_code(inner),
+        Cdi(inner) => cdi_code(inner),
+        // Not one berth can read is the request's fault; one it cannot
+        // read or unpack here is the node's state.
+        CheckpointArchive(inner) => match inner {
+            crate::container::checkpoint_archive::ArchiveError::NotACheckpoint { .. } => {
                 Code::InvalidArgument
             }
-            NameReserved { .. } => Code::AlreadyExists,
-            CreateTimedOut { .. } | CheckpointTimedOut { .. } => Code::DeadlineExceeded,
-            // The container cannot be made, started or changed as asked in
-            // its present state on this node: kubelet shows the message.
-            TargetInOtherSandbox { .. }
-            | TargetNotRunning { .. }
-            | ImageFileTooLarge { .. }
-            | CreateFailed { .. }
-            | StartFailed { .. }
-            | ExecRefused { .. }
-            | NotRunning { .. }
-            | CheckpointUnavailable { .. }
-            | CheckpointLocation { .. }
-            | UpdateRefused { .. } => Code::FailedPrecondition,
-            DidNotStop { .. }
-            | CheckpointFailed { .. }
-            | ShimUnreachable { .. }
-            | ShimAnswer { .. }
-            | ShimSpawn { .. }
-            | ImageConfig { .. }
-            | ImageStore(_)
-            | Rootfs(_)
-            | Cgroup(_)
-            | DeviceFilter { .. }
-            | WriteSpec(_)
-            | Io { .. }
-            | State(_)
-            | Intent(_)
-            | Task { .. } => Code::Internal,
-        };
-        code.with(&err)
+            crate::container::checkpoint_archive::ArchiveError::Io { .. } => {
+                Code::FailedPrecondition
+            }
+        },
+        LogDir { source, .. } => log_dir_code(source),
+        // The node's filesystem cannot serve the volume as the pod
+        // needs it; the request itself is fine.
+        IdmappedMount { source, .. } if source.is_refusal() => Code::FailedPrecondition,
+        IdmappedMount { .. } => Code::Internal,
+        NotFound { .. }
+        | ImageNotFound { .. }
+        | ImageVolumeNotFound { .. }
+        | TargetNotFound { .. } => Code::NotFound,
+        Spec(inner) => spec_code(inner),
+        AmbiguousId(_) | CgroupName(_) | ImageSubPath { .. } | DeviceRules { .. } => {
+            Code::InvalidArgument
+        }
+        NameReserved { .. } => Code::AlreadyExists,
+        CreateTimedOut { .. } | CheckpointTimedOut { .. } => Code::DeadlineExceeded,
+        // The container cannot be made, started or changed as asked in
+        // its present state on this node: kubelet shows the message.
+        TargetInOtherSandbox { .. }
+        | TargetNotRunning { .. }
+        | ImageFileTooLarge { .. }
+        | CreateFailed { .. }
+        | StartFailed { .. }
+        | ExecRefused { .. }
+        | NotRunning { .. }
+        | CheckpointUnavailable { .. }
+        | CheckpointLocation { .. }
+        | UpdateRefused { .. } => Code::FailedPrecondition,
+        DidNotStop { .. }
+        | CheckpointFailed { .. }
+        | ShimUnreachable { .. }
+        | ShimAnswer { .. }
+        | ShimSpawn { .. }
+        | ImageConfig { .. }
+        | ImageStore(_)
+        | Rootfs(_)
+        | Cgroup(_)
+        | DeviceFilter { .. }
+        | WriteSpec(_)
+        | Io { .. }
+        | State(_)
+        | Intent(_)
+        | Task { .. } => Code::Internal,
     }
 }
 
@@ -88,6 +93,24 @@ fn log_dir_code(err: &std::io::Error) -> Code {
 impl From<SandboxError> for Status {
     fn from(err: SandboxError) -> Self {
         sandbox_code(&err).with(&err)
+    }
+}
+
+impl From<PodCheckpointError> for Status {
+    fn from(err: PodCheckpointError) -> Self {
+        use PodCheckpointError::*;
+        let code = match &err {
+            Invalid { .. } | NotInPod { .. } | NotACheckpoint(_) => Code::InvalidArgument,
+            PodNotFound { .. } => Code::NotFound,
+            PodNotReady { .. } | ContainerNotRunning { .. } | CriuUnavailable { .. } => {
+                Code::FailedPrecondition
+            }
+            // The container's own error decides, as for its own RPC.
+            Container { source, .. } => container_code(source),
+            Sandbox(inner) => sandbox_code(inner),
+            Io { .. } => Code::Internal,
+        };
+        code.with(&err)
     }
 }
 

@@ -72,9 +72,13 @@ use tonic::Status;
 
 use crate::config::Config;
 
-/// What every handler may read: settled at start-up, never changed after.
+/// What every handler may read: settled at start-up, never changed after,
+/// except `config_in_force`, which a reload updates.
 pub struct RuntimeContext {
+    /// The start-up config; what a reload cannot change is read here.
     pub config: Config,
+    /// The config with what reloads applied (`Status` shows it).
+    pub config_in_force: crate::reload::ConfigInForce,
     /// Resolved once from `config.cgroup_driver` (KEP-4033).
     pub cgroup_driver: berth_cgroups::Driver,
     /// The image store and the puller that fills it.

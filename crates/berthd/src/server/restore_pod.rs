@@ -1,19 +1,67 @@
-//! `RestorePod` (KEP-5823, alpha in Kubernetes 1.37): not built yet, as
-//! `CheckpointPod` makes no pod archive to restore from.
+//! `RestorePod` (KEP-5823): a new pod from a pod checkpoint
+//! (`crate::pod_checkpoint`), its containers created; StartContainer
+//! restores each one's processes.
 
-use cri_api::v1::{RestorePodRequest, RestorePodResponse};
+use cri_api::v1::{ContainerEventType, RestorePodRequest, RestorePodResponse, RestoredContainer};
 use tonic::Status;
 
-use super::{require, CriService};
+use super::{require, to_completion, CriService};
+use crate::pod_checkpoint::{self, RestorePod};
 
 impl CriService {
-    pub(super) fn serve_restore_pod(
+    pub(super) async fn serve_restore_pod(
         &self,
         request: RestorePodRequest,
     ) -> Result<RestorePodResponse, Status> {
         require("checkpoint_path", &request.checkpoint_path)?;
-        Err(Status::unimplemented(
-            "RestorePod is not implemented by berth; a checkpointed container is restored by CreateContainer from its archive",
-        ))
+        let config = request
+            .config
+            .clone()
+            .ok_or_else(|| Status::invalid_argument("config is required"))?;
+        super::sandbox_run::check_config(&config)?;
+        for (i, container) in request.container_configs.iter().enumerate() {
+            super::container_create::check_config(container).map_err(|status| {
+                Status::invalid_argument(format!("container_configs[{i}]: {}", status.message()))
+            })?;
+        }
+        let containers = self.context().containers.clone();
+        let restored = to_completion(async move {
+            pod_checkpoint::restore(
+                &containers,
+                RestorePod {
+                    checkpoint_path: &request.checkpoint_path,
+                    config: &config,
+                    runtime_handler: &request.runtime_handler,
+                    options: &request.options,
+                    container_configs: &request.container_configs,
+                },
+            )
+            .await
+            .map_err(Status::from)
+        })
+        .await?;
+        for kind in [
+            ContainerEventType::ContainerCreatedEvent,
+            ContainerEventType::ContainerStartedEvent,
+        ] {
+            self.emit_sandbox_event(&restored.pod_sandbox_id, kind)
+                .await;
+        }
+        for (_, id) in &restored.containers {
+            self.emit_container_event(
+                id,
+                &restored.pod_sandbox_id,
+                ContainerEventType::ContainerCreatedEvent,
+            )
+            .await;
+        }
+        Ok(RestorePodResponse {
+            pod_sandbox_id: restored.pod_sandbox_id,
+            restored_containers: restored
+                .containers
+                .into_iter()
+                .map(|(name, container_id)| RestoredContainer { name, container_id })
+                .collect(),
+        })
     }
 }

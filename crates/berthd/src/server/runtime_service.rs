@@ -309,6 +309,7 @@ impl RuntimeService for CriService {
         request: Request<CheckpointPodRequest>,
     ) -> Result<Response<CheckpointPodResponse>, Status> {
         self.serve_checkpoint_pod(request.into_inner())
+            .await
             .map(Response::new)
     }
 
@@ -317,6 +318,7 @@ impl RuntimeService for CriService {
         request: Request<RestorePodRequest>,
     ) -> Result<Response<RestorePodResponse>, Status> {
         self.serve_restore_pod(request.into_inner())
+            .await
             .map(Response::new)
     }
 

@@ -35,7 +35,7 @@ impl CriService {
 
 /// What the manager relies on: the pod is named, and asks for no PID mode
 /// only containers can have.
-fn check_config(config: &PodSandboxConfig) -> Result<(), Status> {
+pub(super) fn check_config(config: &PodSandboxConfig) -> Result<(), Status> {
     let metadata = config
         .metadata
         .as_ref()

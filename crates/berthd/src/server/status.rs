@@ -1,5 +1,6 @@
 //! `Status`: runtime and network readiness, the handlers berth offers and
-//! what they support, and with `verbose` the effective config.
+//! what they support, and with `verbose` the effective config: the one in
+//! force, with what the last reload applied.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,7 +25,9 @@ impl CriService {
         if request.verbose {
             info.insert(
                 "config".to_string(),
-                config
+                self.context()
+                    .config_in_force
+                    .get()
                     .to_info_json(self.context().cgroup_driver.as_str())
                     .to_string(),
             );
@@ -35,16 +38,25 @@ impl CriService {
             }),
             info,
             runtime_handlers: runtime_handlers(&config.runtime_handlers, &self.context().kernel),
-            features: Some(RuntimeFeatures {
-                // Each feature turns on in the change that makes it work:
-                // berth-spec applies Merge and Strict group policies.
-                supplemental_groups_policy: true,
-                user_namespaces_host_network: false,
-                // berth-spec applies noexec, nodev and nosuid to binds.
-                mount_options: true,
-            }),
+            features: runtime_features(&self.context().kernel),
         }
     }
+}
+
+/// What berth supports beyond the handlers' features. Each turns on in the
+/// change that makes it work, and only where it works.
+fn runtime_features(kernel: &KernelFeatures) -> Option<RuntimeFeatures> {
+    Some(RuntimeFeatures {
+        // berth-spec applies Merge and Strict group policies.
+        supplemental_groups_policy: true,
+        // KEP-5607: a user namespace on the host's network binds the host's
+        // /sys recursively read-only, so it needs user namespaces and
+        // mount_setattr (kubelet then declares UserNamespacesHostNetworkSupport
+        // when its gate is on).
+        user_namespaces_host_network: kernel.user_namespaces && kernel.recursive_read_only,
+        // berth-spec applies noexec, nodev and nosuid to binds.
+        mount_options: true,
+    })
 }
 
 /// The daemon answers, so the runtime is ready.
@@ -135,6 +147,24 @@ mod tests {
             let features = handler.features.as_ref().unwrap();
             assert!(!features.recursive_read_only_mounts);
             assert!(features.user_namespaces);
+        }
+    }
+
+    #[test]
+    fn user_namespaces_on_the_hosts_network_only_where_user_namespaces_work() {
+        for (user_namespaces, recursive_read_only) in
+            [(false, false), (false, true), (true, false), (true, true)]
+        {
+            let kernel = KernelFeatures {
+                recursive_read_only,
+                user_namespaces,
+            };
+            let features = runtime_features(&kernel).unwrap();
+            assert_eq!(
+                features.user_namespaces_host_network,
+                user_namespaces && recursive_read_only
+            );
+            assert!(features.supplemental_groups_policy && features.mount_options);
         }
     }
 
