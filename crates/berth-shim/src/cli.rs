@@ -19,9 +19,14 @@ pub struct Args {
     /// OCI bundle: holds config.json and the rootfs it names.
     #[arg(long)]
     pub bundle: PathBuf,
-    /// libcontainer's state root (the container's state is <state-root>/<id>).
+    /// The runtime's state root (the container's state is <state-root>/<id>;
+    /// a runtime binary's `--root`).
     #[arg(long)]
     pub state_root: PathBuf,
+    /// Drive this OCI runtime binary (runc, crun, youki, runsc) as conmon
+    /// does, instead of libcontainer in the shim's own process.
+    #[arg(long, value_name = "PATH")]
+    pub runtime_binary: Option<PathBuf>,
     /// The shim's own directory: pid, shim.pid, exit, shim.sock, shim.log.
     #[arg(long)]
     pub dir: PathBuf,

@@ -1,7 +1,8 @@
 //! berth-shim: one per container, started by berthd with fork+exec.
 //!
-//! It creates the container with libcontainer from the bundle berthd
-//! prepared, reports readiness on stdout, and then lives on as a daemon:
+//! It creates the container from the bundle berthd prepared, through its
+//! runtime backend ([`backend`]: libcontainer in-process by default),
+//! reports readiness on stdout, and then lives on as a daemon:
 //! parent and child subreaper of the container's init, it copies the
 //! container's output into the CRI log file, runs exec sessions, writes the
 //! exit file when the init exits, and answers a small JSON-lines protocol on
@@ -11,6 +12,7 @@
 //! `clone3` and must not be called from a multi-threaded process.
 
 pub mod attach_hub;
+pub mod backend;
 pub mod bundle;
 pub mod cgroup_dirs;
 pub mod checkpoint;
@@ -27,7 +29,6 @@ pub mod oom;
 pub mod output;
 pub mod own_oom_score;
 pub mod reaper;
-pub mod runtime;
 pub mod server;
 pub mod session;
 pub mod setup;
@@ -37,7 +38,11 @@ pub use berth_shim_api::timestamp;
 
 use std::os::fd::AsFd;
 
+use crate::backend::libcontainer::LibcontainerBackend;
+use crate::backend::oci_cli::OciCliBackend;
+use crate::backend::RuntimeBackend;
 use crate::cli::Args;
+use crate::reaper::SigchldChildren;
 use crate::server::{error_chain, Server};
 use crate::setup::{SetupError, ShimConfig};
 use berth_shim_api::protocol::Ready;
@@ -91,20 +96,33 @@ pub fn run(args: &Args) -> i32 {
 
 fn start(cfg: ShimConfig) -> Result<Server, SetupError> {
     let sigfd = setup::sigchld_fd()?;
-    let created = setup::create(&cfg)?;
+    let created = setup::create(&cfg, |bundle| match &cfg.runtime_binary {
+        Some(binary) => Box::new(OciCliBackend::new(
+            binary.clone(),
+            cfg.container.clone(),
+            bundle,
+            cfg.files.dir(),
+        )) as Box<dyn RuntimeBackend>,
+        None => Box::new(LibcontainerBackend::new(
+            cfg.container.clone(),
+            bundle,
+            cfg.cgroup_dirs.clone(),
+        )),
+    })?;
     let listeners =
         setup::listen(&cfg.files).and_then(|l| setup::listen_attach(&cfg.files).map(|a| (l, a)));
     let (listener, attach) = match listeners {
         Ok(l) => l,
         Err(e) => {
-            let mut container = created.container;
-            if let Err(d) = container.delete(true) {
+            let mut backend = created.backend;
+            if let Err(d) = backend.delete(true) {
                 tracing::error!(error = %error_chain(&d), "removing the container");
             }
             return Err(e);
         }
     };
-    Ok(Server::new(cfg, created, listener, attach, sigfd))
+    let children = Box::new(SigchldChildren::new(sigfd));
+    Ok(Server::new(cfg, created, listener, attach, children))
 }
 
 fn failed(error: String) -> Ready {

@@ -1,9 +1,41 @@
 //! Reaping children: the container init, exec processes, and whatever the
 //! kernel reparents to the shim as child subreaper.
 
+use std::os::fd::{AsFd, BorrowedFd};
+
 use nix::errno::Errno;
+use nix::sys::signalfd::SignalFd;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+
+/// Where the shim's loop learns that children exited.
+pub trait Children {
+    /// Readable when a child may have exited.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Every child that exited since the last call, without blocking.
+    fn reap(&mut self) -> Vec<Reaped>;
+}
+
+/// The shim's own children: SIGCHLD, blocked and read from a signalfd
+/// ([`crate::setup::sigchld_fd`]), then `waitpid` for every one.
+pub struct SigchldChildren(SignalFd);
+
+impl SigchldChildren {
+    pub fn new(sigfd: SignalFd) -> Self {
+        Self(sigfd)
+    }
+}
+
+impl Children for SigchldChildren {
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+
+    fn reap(&mut self) -> Vec<Reaped> {
+        while let Ok(Some(_)) = self.0.read_signal() {}
+        reap_all()
+    }
+}
 
 /// A child that exited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,19 +7,19 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use libcontainer::container::Container;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::{sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::pipe2;
 
+use crate::backend::{BackendError, ContainerRef, InitStdio, RuntimeBackend};
 use crate::bundle::{BundleError, BundleInfo};
 use crate::cli::Args;
 use crate::console::ConsoleSocket;
 use crate::crilog::Stream;
 use crate::logfile::LogFile;
 use crate::output::OutputPipe;
-use crate::runtime::{ContainerRef, InitStdio};
+use crate::server::error_chain;
 use berth_atomic_file::write_atomic;
 use berth_shim_api::files::ShimFiles;
 
@@ -40,9 +40,7 @@ pub enum SetupError {
     #[error("{0}: {1}")]
     Sys(&'static str, std::io::Error),
     #[error("creating the container: {0}")]
-    Create(libcontainer::error::LibcontainerError),
-    #[error("container created but its pid is unknown")]
-    NoPid,
+    Create(BackendError),
     #[error("receiving the pty master: {0}")]
     Console(std::io::Error),
     #[error("a container with a terminal cannot be restored from a checkpoint")]
@@ -70,6 +68,9 @@ pub struct ShimConfig {
     pub cgroup_dirs: Option<crate::cgroup_dirs::CgroupDirs>,
     /// The state dir to trim the create's mount table to (`--trim-mounts`).
     pub trim_mounts: Option<PathBuf>,
+    /// The OCI runtime binary to drive (`--runtime-binary`); libcontainer
+    /// in-process without one.
+    pub runtime_binary: Option<PathBuf>,
 }
 
 impl ShimConfig {
@@ -101,6 +102,10 @@ impl ShimConfig {
             },
             cgroup_dirs: crate::cgroup_dirs::CgroupDirs::new(&args.cgroup_dir),
             trim_mounts: args.trim_mounts.clone(),
+            runtime_binary: match &args.runtime_binary {
+                Some(path) => Some(canonical("runtime binary", path)?),
+                None => None,
+            },
         })
     }
 }
@@ -143,7 +148,8 @@ pub fn sigchld_fd() -> Result<SignalFd, SetupError> {
 
 /// A created container and the shim's ends of its stdio.
 pub struct Created {
-    pub container: Container,
+    /// The runtime that created the container, for every later call.
+    pub backend: Box<dyn RuntimeBackend>,
     pub init_pid: i32,
     pub outputs: Vec<OutputPipe>,
     /// With `--stdin`: the write end of its stdin (a copy of the pty master
@@ -200,7 +206,12 @@ fn create_trimmed<T>(
     Ok(created)
 }
 
-pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
+/// Creates the container with the backend `make_backend` gives for the
+/// bundle.
+pub fn create(
+    cfg: &ShimConfig,
+    make_backend: impl FnOnce(&BundleInfo) -> Box<dyn RuntimeBackend>,
+) -> Result<Created, SetupError> {
     let bundle = BundleInfo::load(&cfg.bundle)?;
     if bundle.terminal != cfg.tty {
         return Err(SetupError::TtyMismatch {
@@ -213,20 +224,15 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     }
     let log = LogFile::open(cfg.log_path.clone()).map_err(SetupError::Log)?;
     let mut restore_stdio = None;
-    let systemd_cgroup = bundle
-        .cgroups_path
-        .as_deref()
-        .is_some_and(crate::runtime::is_systemd_cgroups_path);
+    let mut backend = make_backend(&bundle);
 
-    let (container, outputs, stdin, pty) = if cfg.tty {
+    let (init_pid, outputs, stdin, pty) = if cfg.tty {
         let console = ConsoleSocket::bind(&cfg.files.console_socket())
             .map_err(|e| SetupError::Sys("binding the console socket", e))?;
-        let container = create_trimmed(cfg, &bundle, || {
-            cfg.container.create(
+        let init_pid = create_trimmed(cfg, &bundle, || {
+            backend.create(
                 &cfg.bundle,
                 InitStdio::Console(console.path().to_path_buf()),
-                systemd_cgroup,
-                &bundle.raw_env,
             )
         })?
         .map_err(SetupError::Create)?;
@@ -237,9 +243,8 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         {
             Ok(m) => m,
             Err(err) => {
-                let mut container = container;
-                if let Err(e) = container.delete(true) {
-                    tracing::error!(%e, "removing the half-made container");
+                if let Err(e) = backend.delete(true) {
+                    tracing::error!(error = %error_chain(&e), "removing the half-made container");
                 }
                 return Err(err);
             }
@@ -256,15 +261,14 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
         let (stdin, pty) = match copies {
             Ok(c) => c,
             Err(e) => {
-                let mut container = container;
-                if let Err(d) = container.delete(true) {
-                    tracing::error!(%d, "removing the half-made container");
+                if let Err(d) = backend.delete(true) {
+                    tracing::error!(error = %error_chain(&d), "removing the half-made container");
                 }
                 return Err(SetupError::Sys("copying the pty master", e));
             }
         };
         let out = OutputPipe::new(master, Stream::Stdout, cfg.max_log_line);
-        (container, vec![out], stdin, Some(pty))
+        (init_pid, vec![out], stdin, Some(pty))
     } else {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
@@ -286,21 +290,19 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             restore_stdio = Some([copy(&child_stdin)?, copy(&out_w)?, copy(&err_w)?]);
         }
         let created = create_trimmed(cfg, &bundle, || {
-            cfg.container.create(
+            backend.create(
                 &cfg.bundle,
                 InitStdio::Pipes {
                     stdin: child_stdin,
                     stdout: out_w,
                     stderr: err_w,
                 },
-                systemd_cgroup,
-                &bundle.raw_env,
             )
         })?;
-        let container = match created {
-            Ok(container) => container,
+        let init_pid = match created {
+            Ok(pid) => pid,
             Err(err) => {
-                // libcontainer's own messages are in our log already
+                // The runtime's own messages are in our log already
                 // (`init_tracing`); anything else its init wrote to the
                 // container's stderr before failing joins them.
                 copy_pending(&err_r, &mut std::io::stderr());
@@ -314,24 +316,18 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
             OutputPipe::new(out_r, Stream::Stdout, cfg.max_log_line),
             OutputPipe::new(err_r, Stream::Stderr, cfg.max_log_line),
         ];
-        (container, outputs, stdin, None)
+        (init_pid, outputs, stdin, None)
     };
-    let mut container = container;
-    let init_pid = match join_every_hierarchy(cfg, &container)
-        .and_then(|()| restrict_state_dir(&container, bundle.userns_root_gid))
-        .and_then(|()| publish_pid(cfg, &container))
+    if let Err(err) = join_every_hierarchy(cfg, init_pid).and_then(|()| publish_pid(cfg, init_pid))
     {
-        Ok(pid) => pid,
-        Err(err) => {
-            // do not leave a created container nobody will ever start
-            if let Err(e) = container.delete(true) {
-                tracing::error!(%e, "removing the half-made container");
-            }
-            return Err(err);
+        // do not leave a created container nobody will ever start
+        if let Err(e) = backend.delete(true) {
+            tracing::error!(error = %error_chain(&e), "removing the half-made container");
         }
-    };
+        return Err(err);
+    }
     Ok(Created {
-        container,
+        backend,
         init_pid,
         outputs,
         stdin,
@@ -342,47 +338,25 @@ pub fn create(cfg: &ShimConfig) -> Result<Created, SetupError> {
     })
 }
 
-/// The init joins the container's cgroup in the hierarchies libcontainer
+/// The init joins the container's cgroup in the hierarchies the runtime
 /// left it out of (see [`crate::cgroup_dirs::CgroupDirs::adopt_init`]),
 /// before anything of the workload runs.
-fn join_every_hierarchy(cfg: &ShimConfig, container: &Container) -> Result<(), SetupError> {
+fn join_every_hierarchy(cfg: &ShimConfig, pid: i32) -> Result<(), SetupError> {
     let Some(dirs) = &cfg.cgroup_dirs else {
         return Ok(());
     };
-    let pid = container.pid().ok_or(SetupError::NoPid)?.as_raw();
     dirs.adopt_init(pid)
         .map_err(|e| SetupError::Sys("moving the container into its cgroups", e))
 }
 
-/// libcontainer's state dir of the container (its spec and state, with
-/// the hooks' env) becomes root's alone, or searchable by the group the
-/// container's root maps to in a user namespace, whose init reaches its
-/// notify socket there. libcontainer makes it 0755.
-fn restrict_state_dir(container: &Container, userns_gid: Option<u32>) -> Result<(), SetupError> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = &container.root;
-    let mode = match userns_gid {
-        Some(gid) => {
-            std::os::unix::fs::chown(dir, None, Some(gid))
-                .map_err(|e| SetupError::Sys("opening the state dir to the user namespace", e))?;
-            0o710
-        }
-        None => 0o700,
-    };
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| SetupError::Sys("restricting the container's state dir", e))
-}
-
-fn publish_pid(cfg: &ShimConfig, container: &Container) -> Result<i32, SetupError> {
-    let init_pid = container.pid().ok_or(SetupError::NoPid)?.as_raw();
+fn publish_pid(cfg: &ShimConfig, init_pid: i32) -> Result<(), SetupError> {
     write_atomic(&cfg.files.pid(), init_pid.to_string().as_bytes(), 0o644).map_err(|source| {
         SetupError::Path {
             what: "pid file",
             path: cfg.files.pid(),
             source,
         }
-    })?;
-    Ok(init_pid)
+    })
 }
 
 /// A pipe whose read end (returned first) is non-blocking. Both ends are

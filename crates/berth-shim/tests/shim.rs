@@ -283,6 +283,117 @@ fn exec_runs_under_the_container_seccomp_profile() {
     assert_eq!(exec_status_field(&c, "NoNewPrivs"), "NoNewPrivs:\t0");
 }
 
+/// berth-spec's RuntimeDefault profile, as berthd writes it (the OCI
+/// operand order), on a container without CAP_SYS_ADMIN: its `clone` rule
+/// allows a plain fork only when the backend hands libcontainer the
+/// operands swapped. Unswapped, the rule never matches and every fork,
+/// the init's and an exec'd process's, fails with EPERM.
+#[test]
+fn the_default_profile_lets_the_container_and_its_execs_fork() {
+    use berth_spec::capabilities::DEFAULT_CAPABILITIES;
+    use berth_spec::seccomp_default::default_profile;
+    let caps: libcontainer::oci_spec::runtime::Capabilities =
+        DEFAULT_CAPABILITIES.into_iter().collect();
+    let profile = serde_json::to_value(default_profile(&caps)).expect("profile");
+    let names: Vec<String> = caps
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok()?.as_str().map(String::from))
+        .collect();
+    assert_eq!(names.len(), DEFAULT_CAPABILITIES.len());
+    let mut o = Options::new(&["sh", "-c", "echo forked | cat; sleep 100"]);
+    o.capabilities = Some(names);
+    o.seccomp = Some(profile);
+    let c = TestContainer::create(o);
+    let bundle_spec = std::fs::read_to_string(c.bundle().join("config.json")).expect("spec");
+    assert!(
+        bundle_spec.contains(r#""value": 2114060288"#),
+        "the bundle's spec keeps the OCI order"
+    );
+    c.start();
+    wait_until(T, || c.log().contains("forked"));
+    let r = exec(&c, &["sh", "-c", "echo again | cat"], 10);
+    assert_eq!(
+        (r.exit_code, r.stdout.as_slice()),
+        (0, &b"again\n"[..]),
+        "{r:?}"
+    );
+    assert_eq!(exec_status_field(&c, "Seccomp"), "Seccomp:\t2");
+}
+
+/// runc as `scripts/containerd/install.sh` installs it (v1.5.2), or the
+/// binary `BERTH_TEST_RUNC` names.
+fn runc() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("BERTH_TEST_RUNC")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/local/lib/berth-containerd/v2.4.2/runc".into());
+    path.exists().then_some(path)
+}
+
+fn runc_state(runc: &std::path::Path, c: &TestContainer) -> std::process::Output {
+    Command::new(runc)
+        .arg("--root")
+        .arg(c.state_root())
+        .args(["state", &c.id])
+        .output()
+        .expect("run runc state")
+}
+
+/// `--runtime-binary`: runc makes the container (its state says so), the
+/// shim stays the init's parent, and berth-spec's default profile in the
+/// OCI order lets the container and its execs fork under runc as under
+/// libcontainer.
+#[test]
+fn runc_as_the_runtime_binary() {
+    let Some(runc) = runc() else {
+        eprintln!("skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)");
+        return;
+    };
+    use berth_spec::capabilities::DEFAULT_CAPABILITIES;
+    use berth_spec::seccomp_default::default_profile;
+    let caps: libcontainer::oci_spec::runtime::Capabilities =
+        DEFAULT_CAPABILITIES.into_iter().collect();
+    let mut o = Options::new(&["sh", "-c", "echo forked | cat; sleep 100"]);
+    o.capabilities = Some(
+        caps.iter()
+            .filter_map(|c| serde_json::to_value(c).ok()?.as_str().map(String::from))
+            .collect(),
+    );
+    o.seccomp = Some(serde_json::to_value(default_profile(&caps)).expect("profile"));
+    o.runtime_binary = Some(runc.clone());
+    let c = TestContainer::create(o);
+    let state = runc_state(&runc, &c);
+    assert!(state.status.success(), "runc does not know it: {state:?}");
+    let state: serde_json::Value = serde_json::from_slice(&state.stdout).expect("state");
+    assert_eq!(state["status"], "created");
+    assert_eq!(state["pid"], c.init_pid());
+    assert!(!c.bundle().join("libcontainer").exists(), "no adapted spec");
+    // runc's create has exited: the init is the shim's, its subreaper's.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", c.init_pid())).expect("stat");
+    let ppid: i32 = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .expect("ppid");
+    assert_eq!(ppid, c.shim_pid());
+
+    c.start();
+    wait_until(T, || c.log().contains("forked"));
+    let r = exec(&c, &["sh", "-c", "echo again | cat"], 10);
+    assert_eq!(
+        (r.exit_code, r.stdout.as_slice()),
+        (0, &b"again\n"[..]),
+        "{r:?}"
+    );
+    let r = exec(&c, &["sh", "-c", "exit 3"], 10);
+    assert_eq!(r.exit_code, 3);
+
+    assert_eq!(kill(&c, SignalArg::Number(9), false), Response::Ok);
+    assert_eq!(c.wait_stopped(T).exit_code, Some(137));
+    assert_eq!(c.call(&Request::Shutdown), Response::Ok);
+    assert!(!runc_state(&runc, &c).status.success(), "runc still has it");
+}
+
 #[test]
 fn exec_inherits_the_container_process() {
     let mut o = Options::new(&["sleep", "100"]);

@@ -1,30 +1,21 @@
 //! What the container sees at `/sys/fs/cgroup`.
 //!
-//! On cgroup v2 it is one `cgroup` mount, which libcontainer turns into a
+//! On cgroup v2 it is one `cgroup` mount, which the runtime turns into a
 //! cgroup2 mount (namespaced when the container has its own cgroup
 //! namespace).
 //!
-//! On cgroup v1 the spec never carries a `cgroup` mount, to work around a
-//! libcontainer 0.7 bug: `Mount::mount_cgroup_v1` in
-//! `src/rootfs/mount.rs`, run by the container's init while it prepares the
-//! rootfs, reads the cgroups of `/proc/<parent_id()>` in the host's procfs,
-//! and when `parent_id()` is 0 — always, for a process that joined an
-//! existing PID namespace (PID `TARGET`, a pod's shared one) — of
-//! `/proc/<std::process::id()>`, its own pid *in that namespace*. The host's
-//! process with that number is another one or none: the create fails with
-//! `procfs failed: NotFound("/proc/<pid>")` once the namespace has handed
-//! out pids the host does not use, or the cgroup prefix it strips comes from
-//! an unrelated process. It does so even with a cgroup namespace.
-//!
-//! Instead the spec spells out what that function (and runc's v1 cgroup
-//! mount) amounts to without a cgroup namespace: a tmpfs at
-//! `/sys/fs/cgroup`, then each hierarchy's directory of the container's own
-//! cgroup bound at `/sys/fs/cgroup/<hierarchy>`. A co-mounted hierarchy
-//! (`cpu,cpuacct`) is bound under each controller's name too, where the
-//! host has symlinks, which a spec cannot express. The caller passes only
-//! hierarchies whose container directory exists before the mounts are made
-//! (libcontainer's cgroup manager creates them when it adds the init's
-//! parent, before the init prepares its rootfs).
+//! On cgroup v1 the spec spells out what runc's v1 `cgroup` mount amounts
+//! to without a cgroup namespace: a tmpfs at `/sys/fs/cgroup`, then each
+//! hierarchy's directory of the container's own cgroup bound at
+//! `/sys/fs/cgroup/<hierarchy>`. Plain tmpfs and bind mounts, which every
+//! OCI runtime makes as written; berth's in-process runtime cannot be
+//! given a v1 `cgroup` mount (it looks the init's cgroups up in the wrong
+//! PID namespace: berth-shim's in-process backend says how). A
+//! co-mounted hierarchy (`cpu,cpuacct`) is bound under each controller's
+//! name too, where the host has symlinks, which a spec cannot express. The
+//! caller passes only hierarchies whose container directory exists before
+//! the mounts are made (the runtime's cgroup manager creates them when it
+//! adds the init, before the init prepares its rootfs).
 
 use std::path::PathBuf;
 
@@ -96,7 +87,7 @@ pub fn cgroup_mounts(view: &CgroupView, privileged: bool) -> Vec<Mount> {
     mounts
 }
 
-/// Paths libcontainer makes read-only once all mounts are made: the v1
+/// Paths the runtime makes read-only once all mounts are made: the v1
 /// tmpfs of an unprivileged container (runc remounts it read-only the same
 /// way). Its binds are read-only by their own options.
 pub fn readonly_paths(view: &CgroupView, privileged: bool) -> Vec<String> {

@@ -1,8 +1,8 @@
-//! Host devices in the container: the nodes libcontainer creates, and the
+//! Host devices in the container: the nodes the runtime creates, and the
 //! device cgroup rules that let the container use them.
 //!
-//! The cgroup starts by denying every device; libcontainer then allows its
-//! default set (null, zero, full, tty, random, urandom, ptmx, pts), and we
+//! The cgroup starts by denying every device; the runtime then allows the
+//! OCI default set (null, zero, full, tty, random, urandom, ptmx, pts), and we
 //! allow the CRI's devices with their permissions. A CRI device that is a
 //! directory (e.g. `/dev/snd`) brings every node below it, as containerd's
 //! `WithDevices` does. A privileged container gets every host device and

@@ -1,6 +1,8 @@
 //! berth's OCI runtime spec generation: a CRI `ContainerConfig`, plus what
 //! the runtime knows about the pod, the image and the host, becomes the
-//! `config.json` that berth-shim hands to libcontainer.
+//! `config.json` that berth-shim hands to its OCI runtime backend. It is a
+//! standard OCI spec: a runtime with a dialect of its own is adapted to in
+//! its backend, never here.
 //!
 //! Every conversion is a pure function in a module of its own, in the
 //! order [`container_spec`] calls them: [`process`] (argv, env, working
@@ -221,7 +223,7 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
     linux
         .set_net_devices(None)
         // Informational: the user namespace is joined, never made, so
-        // libcontainer writes no maps; the pod's pinned one has these.
+        // the runtime writes no maps; the pod's pinned one has these.
         .set_uid_mappings(pod_userns.map(|userns| vec![userns.uids.to_oci()]))
         .set_gid_mappings(pod_userns.map(|userns| vec![userns.gids.to_oci()]))
         .set_sysctl((!sysctls.is_empty()).then_some(sysctls))
@@ -248,8 +250,8 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         .set_root(Some(root))
         .set_mounts(Some(mount_plan.mounts))
         .set_process(Some(process))
-        // Informational when the UTS namespace is joined: libcontainer sets
-        // a hostname only in a new one, and the pod's already has it.
+        // Informational when the UTS namespace is joined: runtimes set a
+        // hostname only in a new one, and the pod's already has it.
         .set_hostname(inputs.namespaces.uts.is_some().then_some(hostname))
         .set_domainname(None)
         .set_hooks(None)

@@ -12,8 +12,8 @@
 //!   `rprivate`, `rslave` and `rshared`; the last two need the host mount
 //!   to be shared (or a slave), else nothing would ever propagate, and they
 //!   make the root's propagation `slave`/`shared` too (the runtime spec's
-//!   `rootfsPropagation` values, applied recursively; libcontainer refuses
-//!   runc's `rslave`/`rshared` spellings there);
+//!   `rootfsPropagation` values, applied recursively; berth's default
+//!   runtime refuses runc's `rslave`/`rshared` spellings there);
 //! - `recursive_read_only` becomes `rro`, and needs `readonly` and private
 //!   propagation (critest checks both refusals);
 //! - `mount_options` (KEP-5855) `noexec`, `nodev` and `nosuid` are added to

@@ -119,7 +119,7 @@ pub fn merge_env(base: Vec<String>, overrides: impl IntoIterator<Item = String>)
 
 /// The working directory: the config's, else the image's WORKDIR, else `/`.
 /// It must be absolute: the OCI spec requires it, and a relative one would
-/// only fail later, inside libcontainer, with a vaguer message.
+/// only fail later, inside the runtime, with a vaguer message.
 pub fn working_dir(
     config: &ContainerConfig,
     image: &ImageConfigView,

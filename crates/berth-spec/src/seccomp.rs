@@ -13,8 +13,8 @@
 //! Profiles are read in the format Docker and containerd accept: the OCI
 //! fields plus `archMap`, `name` beside `names`, and `includes`/`excludes`
 //! by capability and architecture, so profiles written for Docker work.
-//! Their `SCMP_CMP_MASKED_EQ` arguments are rewritten to the operand order
-//! libcontainer reads (see [`crate::seccomp_default::masked_equal`]).
+//! Their arguments stay in the OCI operand order, as written (see
+//! [`crate::seccomp_default::masked_equal`]).
 
 use std::path::PathBuf;
 
@@ -22,14 +22,14 @@ use cri_api::v1::security_profile::ProfileType;
 use cri_api::v1::LinuxContainerSecurityContext;
 use oci_spec::runtime::{
     Arch, Capabilities, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, LinuxSeccompFilterFlag,
-    LinuxSeccompOperator, LinuxSyscall,
+    LinuxSyscall,
 };
 use serde::Deserialize;
 
 use crate::capabilities::parse_capability;
 use crate::error::SpecError;
 use crate::host::HostLookup;
-use crate::seccomp_default::{default_profile, masked_equal, native_architectures};
+use crate::seccomp_default::{default_profile, native_architectures};
 
 /// The seccomp choice of a container.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,10 +130,7 @@ pub fn parse_profile(
                 .set_names(names)
                 .set_action(rule.action)
                 .set_errno_ret(rule.errno_ret)
-                .set_args(
-                    (!rule.args.is_empty())
-                        .then(|| rule.args.iter().map(libcontainer_order).collect()),
-                );
+                .set_args((!rule.args.is_empty()).then_some(rule.args));
             syscall
         })
         .collect();
@@ -145,17 +142,6 @@ pub fn parse_profile(
         .set_flags((!file.flags.is_empty()).then_some(file.flags))
         .set_syscalls(Some(syscalls));
     Ok(seccomp)
-}
-
-/// A profile argument in libcontainer's operand order: profiles follow the
-/// OCI order for `SCMP_CMP_MASKED_EQ` (mask in `value`), which
-/// [`masked_equal`] explains libcontainer reads the other way round.
-fn libcontainer_order(arg: &LinuxSeccompArg) -> LinuxSeccompArg {
-    if arg.op() == LinuxSeccompOperator::ScmpCmpMaskedEq {
-        masked_equal(arg.index(), arg.value(), arg.value_two().unwrap_or(0))
-    } else {
-        *arg
-    }
 }
 
 #[derive(Deserialize)]

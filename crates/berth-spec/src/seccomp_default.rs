@@ -7,8 +7,8 @@
 //! container that holds the capability that would let it use them anyway,
 //! so the profile narrows the kernel's attack surface without taking away
 //! what the capabilities grant. Syscalls newer than the profile (and than
-//! the host's libseccomp) are left out: libcontainer skips names libseccomp
-//! does not know, with a warning per name and per container.
+//! the host's libseccomp) are left out: runtimes skip names libseccomp does
+//! not know (with a warning per name and per container).
 //!
 //! Three rules take arguments, as in Docker's and containerd's profiles:
 //! - `personality` only for the harmless personas (Linux, 32-bit emulation,
@@ -286,20 +286,16 @@ pub fn default_profile(capabilities: &Capabilities) -> LinuxSeccomp {
     seccomp
 }
 
-/// "`arg & mask == value`" in the operand order libcontainer reads.
-///
-/// The OCI spec (and runc) put the mask in `value` and the compared value
-/// in `valueTwo`. libcontainer 0.7 passes them to libseccomp the other way
-/// round, and libseccomp treats a zero mask as always true, so a rule
-/// written the OCI way would never restrict anything under berth. We write
-/// what libcontainer needs; should it switch to the OCI order, the rule
-/// degrades to "always allowed" (libseccomp again), never to a broken
-/// container.
+/// "`arg & mask == value`" in the OCI order: the mask in `value`, the
+/// compared value in `valueTwo`, as runc, crun and libseccomp's
+/// `SCMP_CMP_MASKED_EQ` (`datum_a`, `datum_b`) have them. A runtime that
+/// reads them the other way round adapts the spec itself (berth-shim's
+/// backends).
 pub fn masked_equal(index: usize, mask: u64, value: u64) -> LinuxSeccompArg {
     argument(
         index,
-        value,
-        Some(mask),
+        mask,
+        Some(value),
         LinuxSeccompOperator::ScmpCmpMaskedEq,
     )
 }

@@ -127,10 +127,10 @@ fn clone_without_sys_admin_cannot_create_namespaces() {
     let args = clone[0].args().clone().unwrap();
     assert_eq!(args.len(), 1);
     assert_eq!(args[0].op(), LinuxSeccompOperator::ScmpCmpMaskedEq);
-    // libcontainer's order: compared value first, mask second.
+    // The OCI order: the mask first, the compared value second.
     assert_eq!(
         (args[0].value(), args[0].value_two()),
-        (0, Some(CLONE_NAMESPACE_FLAGS))
+        (CLONE_NAMESPACE_FLAGS, Some(0))
     );
     let clone3 = rules_for(&profile, "clone3");
     assert_eq!(clone3.len(), 1);

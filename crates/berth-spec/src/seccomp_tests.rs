@@ -201,9 +201,10 @@ fn docker_format_profiles_are_understood() {
         .args()
         .clone()
         .unwrap();
+    // Kept in the file's (the OCI) order: mask, then compared value.
     assert_eq!(
         (clone_args[0].value(), clone_args[0].value_two()),
-        (0, Some(2114060288))
+        (2114060288, Some(0))
     );
     if cfg!(target_arch = "x86_64") {
         let arches = filter.architectures().clone().unwrap();

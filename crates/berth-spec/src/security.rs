@@ -51,10 +51,10 @@ pub struct SecuritySettings {
 ///   for `Unmasked`. Proto3 cannot tell an empty list from an absent one,
 ///   so an empty list must mean "none", or `Unmasked` would not work. A
 ///   privileged container gets neither.
-/// - `no_new_privileges` is `Some(true)` or `None`. libcontainer loads the
-///   seccomp filter before dropping capabilities only when the field is
-///   absent; with `Some(false)` it loads it after, without the privilege
-///   that needs, and the container fails to start.
+/// - `no_new_privileges` is `Some(true)` or `None`. berth's default runtime
+///   loads the seccomp filter before dropping capabilities only when the
+///   field is absent; with `Some(false)` it loads it after, without the
+///   privilege that needs, and the container fails to start.
 pub fn security_settings(
     security: Option<&LinuxContainerSecurityContext>,
     sandbox_config: &PodSandboxConfig,

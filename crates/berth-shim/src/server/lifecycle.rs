@@ -3,29 +3,23 @@
 
 use std::time::Instant;
 
-use super::{error_chain, send_signal, Exited, Server, INIT_OUTPUT_GRACE, SIGKILL};
-use crate::bundle::BundleInfo;
-use crate::cgroup_dirs::CgroupDirs;
+use super::{error_chain, Exited, Server, INIT_OUTPUT_GRACE, SIGKILL};
+use crate::backend::BackendError;
 use crate::daemon::FINAL_FLUSH;
 use crate::output::OutputPipe;
-use crate::reaper::reap_all;
-use crate::setup::ShimConfig;
-use crate::{runtime, timestamp};
+use crate::timestamp;
 use berth_atomic_file::write_json_atomic;
 use berth_shim_api::protocol::{ErrorCode, ExitRecord, Response};
-use libcontainer::error::LibcontainerError;
 
 impl Server {
     /// Signals every process of the container.
-    pub(super) fn kill_all(&mut self, signal: i32) -> Result<(), LibcontainerError> {
-        let dirs = cgroup_dirs(&self.cfg, &self.bundle);
-        runtime::kill_all(&mut self.container, dirs, signal)
+    pub(super) fn kill_all(&mut self, signal: i32) -> Result<(), BackendError> {
+        self.backend.kill(signal, true)
     }
 
     pub(super) fn on_sigchld(&mut self) {
-        while let Ok(Some(_)) = self.sigfd.read_signal() {}
         let now = Instant::now();
-        for r in reap_all() {
+        for r in self.children.reap() {
             if r.pid == self.init.pid && self.init.exited.is_none() {
                 self.on_init_exit(r.exit_code, now);
             } else if let Some(e) = self
@@ -111,8 +105,8 @@ impl Server {
             s.kill();
         }
         if self.init.exited.is_none() {
-            if let Err(e) = send_signal(self.init.pid, SIGKILL) {
-                tracing::warn!(%e, "killing the init");
+            if let Err(e) = self.backend.kill(SIGKILL, false) {
+                tracing::warn!(error = %error_chain(&e), "killing the init");
             }
             if let Err(e) = self.kill_all(SIGKILL) {
                 tracing::warn!(error = %error_chain(&e), "killing the container");
@@ -127,8 +121,7 @@ impl Server {
         if self.init.record.is_none() {
             return;
         }
-        let dirs = cgroup_dirs(&self.cfg, &self.bundle);
-        let result = runtime::delete(&mut self.container, dirs, self.bundle.poststop_hooks);
+        let result = self.backend.delete(true);
         if result.is_ok() {
             // gone before the answer arrives: whoever reads "ok" finds no socket
             let _ = std::fs::remove_file(self.cfg.files.socket());
@@ -156,15 +149,4 @@ impl Server {
             }
         }
     }
-}
-
-/// The cgroup dirs berthd named, unless the spec's cgroup is a systemd
-/// scope (whose removal is systemd's business). A free function so that
-/// it borrows only the config and the bundle, not the container beside them.
-fn cgroup_dirs<'a>(cfg: &'a ShimConfig, bundle: &BundleInfo) -> Option<&'a CgroupDirs> {
-    let systemd = bundle
-        .cgroups_path
-        .as_deref()
-        .is_some_and(runtime::is_systemd_cgroups_path);
-    cfg.cgroup_dirs.as_ref().filter(|_| !systemd)
 }

@@ -8,18 +8,18 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
 
-use libcontainer::container::Container;
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signalfd::SignalFd;
 
 use crate::attach_hub::{AttachHub, AttachToken, ContainerStdin};
+use crate::backend::RuntimeBackend;
 use crate::bundle::BundleInfo;
 use crate::conn::{Conn, Line};
 use crate::exec::{ExecSession, ExecStream};
 use crate::logfile::LogFile;
 use crate::oom::OomProbe;
 use crate::output::OutputPipe;
+use crate::reaper::Children;
 use crate::session::InteractiveSession;
 use crate::setup::{Created, ShimConfig};
 use crate::timestamp;
@@ -71,14 +71,14 @@ enum Token {
 
 pub struct Server {
     cfg: ShimConfig,
-    container: Container,
+    backend: Box<dyn RuntimeBackend>,
     bundle: BundleInfo,
     oom: OomProbe,
     oom_baseline: u64,
     log: LogFile,
     outputs: Vec<OutputPipe>,
     listener: UnixListener,
-    sigfd: SignalFd,
+    children: Box<dyn Children>,
     clients: BTreeMap<u64, Conn>,
     next_client: u64,
     execs: Vec<PendingExec>,
@@ -99,7 +99,7 @@ impl Server {
         created: Created,
         listener: UnixListener,
         attach_listener: UnixListener,
-        sigfd: SignalFd,
+        children: Box<dyn Children>,
     ) -> Self {
         // without a cgroupsPath libcontainer picks one itself; berthd always
         // sets it, so OOM detection simply stays off then
@@ -127,14 +127,14 @@ impl Server {
                 record: None,
             },
             cfg,
-            container: created.container,
+            backend: created.backend,
             bundle: created.bundle,
             oom,
             oom_baseline,
             log: created.log,
             outputs: created.outputs,
             listener,
-            sigfd,
+            children,
             clients: BTreeMap::new(),
             next_client: 0,
             execs: Vec::new(),
@@ -177,7 +177,7 @@ impl Server {
 
     fn poll(&self, timeout: PollTimeout) -> Result<Vec<(Token, PollFlags)>, Errno> {
         let mut entries: Vec<(Token, BorrowedFd<'_>, PollFlags)> = vec![
-            (Token::Signal, self.sigfd.as_fd(), PollFlags::POLLIN),
+            (Token::Signal, self.children.fd(), PollFlags::POLLIN),
             (Token::Listener, self.listener.as_fd(), PollFlags::POLLIN),
         ];
         for (i, o) in self.outputs.iter().enumerate() {
@@ -425,3 +425,6 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     }
     msg
 }
+
+#[cfg(test)]
+mod tests;

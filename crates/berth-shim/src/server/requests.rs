@@ -4,14 +4,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
-
 use super::{error_chain, send_signal, PendingExec, Server};
+use crate::backend::{BackendError, ExecProcess};
 use std::os::fd::OwnedFd;
 
 use crate::console::ConsoleSocket;
 use crate::exec::{resolve, ExecSession};
-use crate::runtime::ExecProcess;
 use crate::session::{resolve_session, InteractiveSession};
 use crate::setup::{pipe, SetupError};
 use crate::signal::signal_number;
@@ -20,7 +18,6 @@ use berth_shim_api::protocol::{
     CheckpointRequest, ErrorCode, ExecRequest, Response, RunState, SessionFd, SessionRequest,
     SignalArg, StateInfo,
 };
-use libcontainer::error::LibcontainerError;
 
 /// An interactive exec that has started: its pid, whether it started from
 /// a trimmed mount table, and the shim's ends of its stdio.
@@ -56,7 +53,7 @@ impl Server {
         if let Some(dir) = self.cfg.restore.clone() {
             return self.restore(&dir);
         }
-        match self.container.start() {
+        match self.backend.start() {
             Ok(()) => {
                 self.init.started_at = Some(timestamp::now());
                 tracing::info!("container started");
@@ -80,11 +77,9 @@ impl Server {
         if self.init.exited.is_some() {
             return Response::error(ErrorCode::NotRunning, "the container's init has exited");
         }
-        // The init is our child and not reaped yet, so its pid cannot have
-        // been reused.
-        match send_signal(self.init.pid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => Response::Ok,
-            Err(e) => Response::error(ErrorCode::Failed, format!("kill: {e}")),
+        match self.backend.kill(sig, false) {
+            Ok(()) => Response::Ok,
+            Err(e) => Response::error(ErrorCode::Failed, format!("kill: {}", error_chain(&e))),
         }
     }
 
@@ -105,9 +100,10 @@ impl Server {
             stdio,
         };
         tracing::info!(from = %dir.display(), "restoring");
-        let pid = match crate::checkpoint::restore(&input) {
+        let pid = match self.backend.restore(&input) {
             Ok(pid) => pid,
-            Err(message) => {
+            Err(err) => {
+                let message = error_chain(&err);
                 tracing::error!(%message, "restore failed");
                 return Response::error(ErrorCode::Failed, message);
             }
@@ -124,15 +120,6 @@ impl Server {
         ) {
             tracing::warn!(%err, "cannot rewrite the pid file");
         }
-        // libcontainer's exec and kill find the container by this state.
-        let saved = self
-            .container
-            .set_pid(pid)
-            .set_status(libcontainer::container::ContainerStatus::Running)
-            .save();
-        if let Err(err) = saved {
-            tracing::warn!(error = %error_chain(&err), "saving the restored container's state");
-        }
         self.init.started_at = Some(timestamp::now());
         tracing::info!(pid, "container restored");
         Response::Ok
@@ -145,12 +132,13 @@ impl Server {
             return Response::error(ErrorCode::NotRunning, "the container is not running");
         }
         tracing::info!(images = ?req.images_dir, "checkpointing");
-        match crate::checkpoint::dump(&mut self.container, &req.images_dir, &req.work_dir) {
+        match self.backend.checkpoint(&req.images_dir, &req.work_dir) {
             Ok(()) => {
                 tracing::info!("checkpointed; the container runs on");
                 Response::Ok
             }
-            Err(message) => {
+            Err(err) => {
+                let message = error_chain(&err);
                 tracing::error!(%message, "checkpoint failed");
                 Response::error(ErrorCode::Failed, message)
             }
@@ -180,9 +168,6 @@ impl Server {
         let process = match resolve(&req, &self.bundle.process) {
             Ok(p) => ExecProcess {
                 process: p,
-                seccomp: self.bundle.seccomp.clone(),
-                raw_env: self.bundle.raw_env.clone(),
-                user_namespace: self.bundle.user_namespace.clone(),
                 json_path: self.cfg.files.exec_process(),
             },
             Err(e) => return Some(Response::error(ErrorCode::BadRequest, e.to_string())),
@@ -228,9 +213,6 @@ impl Server {
         let process = match resolve_session(&req, &self.bundle.process) {
             Ok(p) => ExecProcess {
                 process: p,
-                seccomp: self.bundle.seccomp.clone(),
-                raw_env: self.bundle.raw_env.clone(),
-                user_namespace: self.bundle.user_namespace.clone(),
                 json_path: self.cfg.files.exec_process(),
             },
             Err(e) => return Some(Response::error(ErrorCode::BadRequest, e.to_string())),
@@ -264,24 +246,25 @@ impl Server {
     }
 
     /// Starts an exec'd process in the container; returns its pid and
-    /// whether it was started from a trimmed mount table. libcontainer's
-    /// exec builds a cgroup v1 manager that reads the whole table once per
-    /// controller, so with berthd's state dir on a mount of its own it runs
-    /// in a table trimmed as for the create (`mount_view`); the process
-    /// itself joins the container's mount namespace either way.
+    /// whether it was started from a trimmed mount table. A runtime's exec
+    /// (libcontainer's) builds a cgroup v1 manager that reads the whole
+    /// table once per controller, so with berthd's state dir on a mount of
+    /// its own it runs in a table trimmed as for the create (`mount_view`);
+    /// the process itself joins the container's mount namespace either way.
     fn exec_process(
-        &self,
+        &mut self,
         process: &ExecProcess,
         stdio: [OwnedFd; 3],
         console: Option<&Path>,
-    ) -> Result<(i32, bool), LibcontainerError> {
+    ) -> Result<(i32, bool), BackendError> {
         // Born in every hierarchy's cgroup of the container, as the init
-        // (cgroup_dirs): the shim stands there while libcontainer forks it.
+        // (cgroup_dirs): the shim stands there while the runtime forks it.
+        let backend = &mut self.backend;
         let exec = || match &self.cfg.cgroup_dirs {
             Some(dirs) => dirs
-                .with_extras(|| self.cfg.container.exec(process, stdio, console))
-                .map_err(LibcontainerError::OtherIO)?,
-            None => self.cfg.container.exec(process, stdio, console),
+                .with_extras(|| backend.exec(process, stdio, console))
+                .map_err(|e| BackendError::io("joining the container's cgroups", e))?,
+            None => backend.exec(process, stdio, console),
         };
         let Some(state_dir) = self.cfg.trim_mounts.as_deref() else {
             return exec().map(|pid| (pid, false));
@@ -290,7 +273,7 @@ impl Server {
         let (started, trimmed) =
             crate::mount_view::run_trimmed(state_dir, &kept, exec).map_err(|err| {
                 tracing::error!(%err, "after an exec");
-                LibcontainerError::OtherIO(std::io::Error::other(err.to_string()))
+                BackendError::Message(err.to_string())
             })?;
         started.map(|pid| (pid, trimmed))
     }

@@ -88,6 +88,8 @@ pub struct Options {
     pub seccomp: Option<serde_json::Value>,
     /// uid, gid, additional gids.
     pub user: (u32, u32, Vec<u32>),
+    /// `--runtime-binary`: an OCI runtime binary instead of libcontainer.
+    pub runtime_binary: Option<PathBuf>,
 }
 
 impl Options {
@@ -103,6 +105,7 @@ impl Options {
             capabilities: None,
             seccomp: None,
             user: (0, 0, vec![]),
+            runtime_binary: None,
         }
     }
 }
@@ -249,6 +252,10 @@ impl TestContainer {
         }
         if self.opts.stdin_once {
             a.push("--stdin-once".into());
+        }
+        if let Some(binary) = &self.opts.runtime_binary {
+            a.push("--runtime-binary".into());
+            a.push(binary.display().to_string());
         }
         a
     }

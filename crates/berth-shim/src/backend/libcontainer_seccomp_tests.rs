@@ -1,9 +1,11 @@
-//! berth-spec writes `SCMP_CMP_MASKED_EQ` operands in the order libcontainer
-//! reads them (see `berth_spec::seccomp_default::masked_equal`), which is
-//! not the OCI order. Were libcontainer to switch, the default profile's
-//! `clone` rule would silently allow every namespace flag. These tests load
-//! the real default profile through libcontainer in a child process and
-//! check what the kernel then does, so such a switch fails here.
+//! berth-spec writes `SCMP_CMP_MASKED_EQ` operands in the OCI order, and
+//! the backend swaps them into the order libcontainer reads
+//! ([`super::libcontainer_seccomp`]). Were the swap wrong, or libcontainer
+//! to switch to the OCI order, the default profile's `clone` rule would
+//! silently allow every namespace flag. These tests load the real default
+//! profile, adapted as the backend adapts it, through libcontainer in a
+//! child process and check what the kernel then does, so either fails
+//! here.
 
 use std::process::Command;
 
@@ -13,7 +15,8 @@ use libcontainer::oci_spec::runtime::Capabilities;
 
 /// Set in the child: it loads the profile and runs the checks.
 const CHILD_ENV: &str = "BERTH_SECCOMP_ORDER_CHILD";
-const CHILD_TEST: &str = "runtime::seccomp_tests::child_under_the_default_profile";
+const CHILD_TEST: &str =
+    "backend::libcontainer_spec::kernel_tests::child_under_the_default_profile";
 
 #[test]
 fn libcontainer_enforces_the_default_profiles_argument_rules() {
@@ -42,7 +45,7 @@ fn child_under_the_default_profile() {
         return;
     }
     let caps: Capabilities = DEFAULT_CAPABILITIES.into_iter().collect();
-    let profile = default_profile(&caps);
+    let profile = super::libcontainer_seccomp(&default_profile(&caps)).expect("adapted");
     nix::sys::prctl::set_no_new_privs().expect("no_new_privs");
     libcontainer::seccomp::initialize_seccomp(&profile).expect("load the default profile");
 
