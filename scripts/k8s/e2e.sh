@@ -192,6 +192,16 @@ if ((FAILED)); then
   log "berthd's last warnings and errors, and kubelet's last errors:"
   grep -E ' (WARN|ERROR) ' "$WORK/logs/berthd.log" | tail -n 15 | cut -c1-400 >&2 || true
   grep -E '^E[0-9]{4} ' "$WORK/logs/kubelet.log" | tail -n 15 | cut -c1-400 >&2 || true
+  # A kubelet that died makes every later scenario fail: say so, with how.
+  # (It is this shell's child: a dead one stays a zombie until waited for.)
+  kubelet_state="$(ps -o stat= -p "${KUBELET_PID:-0}" 2>/dev/null || true)"
+  if [[ -n "${KUBELET_PID:-}" && ( -z "$kubelet_state" || "$kubelet_state" == Z* ) ]]; then
+    kubelet_status=0
+    wait "$KUBELET_PID" 2>/dev/null || kubelet_status=$?
+    log "kubelet (pid $KUBELET_PID) exited with status $kubelet_status; its log's last lines and the kernel's last messages:"
+    tail -n 25 "$WORK/logs/kubelet.log" | cut -c1-400 >&2 || true
+    dmesg 2>/dev/null | tail -n 15 >&2 || true
+  fi
 fi
 log "stage took $((SECONDS - start)) s"
 ((FAILED == 0))

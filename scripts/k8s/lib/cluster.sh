@@ -228,6 +228,8 @@ start_kubelet() {
     --v 2 >"$WORK/logs/kubelet.log" 2>&1 &
   started $! kubelet
   local pid=$!
+  # unshare and kubelet-ns.sh exec: this is kubelet's pid (e2e.sh's summary).
+  KUBELET_PID=$pid
   wait_until "$START_TIMEOUT" node_ready || {
     alive "$pid" kubelet "$WORK/logs/kubelet.log"
     log "node $NODE not Ready within $START_TIMEOUT s; kubelet log tail:"
