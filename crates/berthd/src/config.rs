@@ -71,6 +71,11 @@ pub struct Config {
     /// Images reported `pinned` (kubelet's image GC never removes them),
     /// by any name `ImageStatus` takes: a tag, a digest or an id.
     pub pinned_images: Vec<String>,
+    /// Whether CreateContainer restores from a checkpoint image (see
+    /// `container::checkpoint::restore_source`). Off: CRIU restores the
+    /// processes' credentials and seccomp state from the checkpoint, so
+    /// whoever can push such an image would choose them.
+    pub allow_checkpoint_images: bool,
     pub cni: CniConfig,
     pub stream: StreamConfig,
     pub registry: RegistryConfig,
@@ -91,6 +96,7 @@ impl Default for Config {
             helper_dir: None,
             default_ulimits: Vec::new(),
             pinned_images: Vec::new(),
+            allow_checkpoint_images: false,
             cni: CniConfig::default(),
             stream: StreamConfig::default(),
             registry: RegistryConfig::default(),

@@ -143,6 +143,7 @@ fn open_context(
         },
         trim_mounts: own_mount(&config.state_dir),
         states: crate::container::state_cache::StateCache::for_fd_limit(),
+        allow_checkpoint_images: config.allow_checkpoint_images,
         default_rlimits: config.default_rlimits(),
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;

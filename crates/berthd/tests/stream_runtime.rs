@@ -161,6 +161,7 @@ impl Runtime {
             cdi_spec_dirs: Vec::new(),
             criu: Arc::new(berthd::container::host::CriuBinary),
             criu_check: Default::default(),
+            allow_checkpoint_images: false,
             default_rlimits: Vec::new(),
             features: berth_spec::CgroupFeatures::default(),
             trim_mounts: None,

@@ -151,8 +151,11 @@ start_berthd() {
   mkdir -p "$WORK/net.d"
   write_bridge_network "$WORK/net.d/10-berth-k8s.conflist" berth-k8s "$CNI_BRIDGE" \
     "$CNI_SUBNET" "$WORK/cni-ipam"
-  write_berthd_config "$WORK/berthd.toml" "$CGROUP_DRIVER" "$WORK/net.d" "$REGISTRY" \
+  # Checkpoint images come back as pods here (80-checkpoint.sh).
+  echo 'allow_checkpoint_images = true' >"$WORK/berthd.toml"
+  write_berthd_config "$WORK/berthd.toml.tables" "$CGROUP_DRIVER" "$WORK/net.d" "$REGISTRY" \
     '[stream]\naddress = "127.0.0.1"'
+  cat "$WORK/berthd.toml.tables" >>"$WORK/berthd.toml"
   # The state dir on a tmpfs of its own, as /run is on a node (shims then
   # create containers in a trimmed mount table); cleanup unmounts it.
   state_tmpfs "$WORK/berth-state"

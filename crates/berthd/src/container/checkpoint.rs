@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use berth_image::store::{ImageRecord, ImageStore};
 use berth_shim_api::protocol::{CheckpointRequest, ErrorCode, Request, Response};
 
 use super::checkpoint_archive::{self as archive, ContainerFacts};
@@ -219,22 +220,77 @@ fn mount_destinations(spec: &[u8]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The request's image, when it is a checkpoint archive (an absolute path
-/// to a regular file, as CRI-O takes it): the archive and the image the
-/// checkpoint was made from. That image must be here already.
-pub fn restore_source(image: &str) -> Result<Option<(PathBuf, String)>, ContainerError> {
+/// The annotation a checkpoint image's manifest carries, naming the
+/// container it was made from: CRI-O's, which `checkpointctl build` and
+/// buildah set.
+pub const CHECKPOINT_IMAGE_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
+
+/// The request's image, when it is a checkpoint: an archive (an absolute
+/// path to a regular file, as CRI-O takes it) or a checkpoint image (one
+/// layer holding an unpacked archive, its manifest annotated with
+/// [`CHECKPOINT_IMAGE_ANNOTATION`], as kubelet can name it). Returns the
+/// archive or the image's layer dir, and the image the checkpoint was
+/// made from, which must be here already. Checkpoint images need
+/// `allow_images`: CRIU restores the processes' credentials and seccomp
+/// state from the checkpoint, so whoever can push one would choose them.
+pub fn restore_source(
+    image: &str,
+    images: &ImageStore,
+    allow_images: bool,
+) -> Result<Option<(PathBuf, String)>, ContainerError> {
     let path = Path::new(image);
-    if !path.is_absolute() || !path.is_file() {
-        return Ok(None);
-    }
-    let config = archive::read_config_dump(path)?;
-    let source = archive::source_image(&config).ok_or_else(|| {
-        ContainerError::CheckpointArchive(archive::ArchiveError::NotACheckpoint {
-            path: path.to_path_buf(),
-            reason: format!("{} names no image", archive::CONFIG_DUMP),
-        })
-    })?;
-    Ok(Some((path.to_path_buf(), source.to_string())))
+    let (source, config) = if path.is_absolute() && path.is_file() {
+        (path.to_path_buf(), archive::read_config_dump(path)?)
+    } else {
+        let Some(record) = images.resolve(image) else {
+            return Ok(None);
+        };
+        let Some(container) = checkpoint_image_container(images, &record) else {
+            return Ok(None);
+        };
+        if !allow_images {
+            return Err(ContainerError::CheckpointImageRefused {
+                image: image.to_string(),
+                container,
+            });
+        }
+        let [layer] = record.layers.as_slice() else {
+            return Err(archive::ArchiveError::NotACheckpoint {
+                path: PathBuf::from(image),
+                reason: format!(
+                    "a checkpoint image has one layer, this one {}",
+                    record.layers.len()
+                ),
+            }
+            .into());
+        };
+        let dir = images.layer_path(&layer.diff_id)?;
+        let config = archive::read_config_dump_in(&dir)?;
+        (dir, config)
+    };
+    let origin = archive::source_image(&config)
+        .ok_or_else(|| {
+            ContainerError::CheckpointArchive(archive::ArchiveError::NotACheckpoint {
+                path: source.clone(),
+                reason: format!("{} names no image", archive::CONFIG_DUMP),
+            })
+        })?
+        .to_string();
+    Ok(Some((source, origin)))
+}
+
+/// The container a checkpoint image was made from, by its manifest's
+/// annotation; None for any other image (or one whose manifest is not
+/// here, which no checkpoint image pulled or imported lacks).
+fn checkpoint_image_container(images: &ImageStore, record: &ImageRecord) -> Option<String> {
+    let path = images.blob_path(&record.manifest_digest).ok()?;
+    let bytes = std::fs::read(path).ok()?;
+    let manifest: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    manifest
+        .get("annotations")?
+        .get(CHECKPOINT_IMAGE_ANNOTATION)?
+        .as_str()
+        .map(String::from)
 }
 
 /// Unpacks the archive into `<layer_dir>/restore` (the shim restores from
@@ -253,7 +309,13 @@ pub async fn prepare_restore(
         dir.clone(),
     );
     tokio::task::spawn_blocking(move || {
-        let unpacked = archive::unpack(&archive_path, &target)?;
+        // A checkpoint image's layer is unpacked already, and shared.
+        let unpacked = if archive_path.is_dir() {
+            archive::copy_unpacked(&archive_path, &target)?;
+            archive::load_unpacked(&target, &archive_path)?
+        } else {
+            archive::unpack(&archive_path, &target)?
+        };
         archive::apply_rootfs_changes(&unpacked, &rootfs)
     })
     .await
@@ -285,6 +347,107 @@ mod tests {
         assert_eq!(archive_path("/tmp/"), None);
         assert_eq!(archive_path("/"), None);
         assert_eq!(archive_path("/tmp/.."), None);
+    }
+
+    fn digest(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    /// A store with one image of `layers` layers whose manifest carries
+    /// `annotations`, its first layer holding a `config.dump` that names
+    /// busybox: as `checkpointctl build` makes a checkpoint image.
+    fn store_with(dir: &Path, annotations: serde_json::Value, layers: usize) -> ImageStore {
+        let store = ImageStore::open(&dir.join("images")).expect("store");
+        let manifest = serde_json::json!({"schemaVersion": 2, "annotations": annotations});
+        store
+            .write_blob(&digest('c'), manifest.to_string().as_bytes())
+            .expect("manifest");
+        let layers: Vec<_> = ['d', 'e']
+            .into_iter()
+            .take(layers)
+            .map(|c| berth_image::store::LayerRecord {
+                blob_digest: digest(c),
+                diff_id: digest(c),
+                media_type: "application/vnd.oci.image.layer.v1.tar".into(),
+                size: 1,
+            })
+            .collect();
+        let layer = store.layer_path(&digest('d')).expect("layer path");
+        std::fs::create_dir_all(layer.join("checkpoint")).expect("layer");
+        std::fs::write(
+            layer.join(archive::CONFIG_DUMP),
+            br#"{"id":"x","name":"main","createdTime":"2026-11-26T00:00:00Z","checkpointedTime":"2026-11-26T00:00:00Z","rootfsImageName":"docker.io/library/busybox:1.36"}"#,
+        )
+        .expect("config.dump");
+        let record = ImageRecord {
+            id: digest('a'),
+            repo_tags: vec![],
+            repo_digests: vec![],
+            size: 1,
+            manifest_digest: digest('c'),
+            layers,
+            user: String::new(),
+            pinned: false,
+        };
+        store
+            .commit(record, Some("localhost/counter-checkpoint:1".into()), None)
+            .expect("commit");
+        store
+    }
+
+    fn checkpoint_annotation() -> serde_json::Value {
+        serde_json::json!({ CHECKPOINT_IMAGE_ANNOTATION: "main" })
+    }
+
+    #[test]
+    fn a_checkpoint_image_restores_from_its_layer_when_allowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_with(dir.path(), checkpoint_annotation(), 1);
+        let (source, image) = restore_source("localhost/counter-checkpoint:1", &store, true)
+            .expect("restore source")
+            .expect("a checkpoint");
+        assert_eq!(source, store.layer_path(&digest('d')).expect("layer"));
+        assert_eq!(image, "docker.io/library/busybox:1.36");
+    }
+
+    #[test]
+    fn a_checkpoint_image_is_refused_naming_the_setting_unless_allowed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_with(dir.path(), checkpoint_annotation(), 1);
+        let err =
+            restore_source("localhost/counter-checkpoint:1", &store, false).expect_err("refused");
+        assert!(
+            matches!(err, ContainerError::CheckpointImageRefused { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("allow_checkpoint_images"), "{err}");
+    }
+
+    #[test]
+    fn other_images_and_unknown_names_are_no_checkpoint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_with(dir.path(), serde_json::json!({"org.example": "x"}), 1);
+        for name in [
+            "localhost/counter-checkpoint:1",
+            "busybox",
+            "relative/path.tar",
+        ] {
+            assert!(
+                restore_source(name, &store, true)
+                    .expect("no error")
+                    .is_none(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_image_of_two_layers_is_not_a_checkpoint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_with(dir.path(), checkpoint_annotation(), 2);
+        let err =
+            restore_source("localhost/counter-checkpoint:1", &store, true).expect_err("two layers");
+        assert!(err.to_string().contains("one layer"), "{err}");
     }
 
     #[test]

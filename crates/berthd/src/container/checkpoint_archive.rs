@@ -319,8 +319,18 @@ pub fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked, ArchiveError> {
     let mut tar = tar::Archive::new(file);
     tar.set_preserve_permissions(true);
     tar.unpack(dir).map_err(io_err(archive))?;
+    load_unpacked(dir, archive)
+}
+
+/// Reads `config.dump` and `deleted.files` of an archive unpacked in
+/// `dir` (`origin` names it in errors) and checks it has CRIU's images.
+pub fn load_unpacked(dir: &Path, origin: &Path) -> Result<Unpacked, ArchiveError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArchiveError::Io { path, source }
+    };
     let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
-        path: archive.to_path_buf(),
+        path: origin.to_path_buf(),
         reason,
     };
     let config = std::fs::read(dir.join(CONFIG_DUMP))
@@ -372,6 +382,57 @@ pub fn read_config_dump(archive: &Path) -> Result<ConfigDump, ArchiveError> {
         }
     }
     Err(not_a_checkpoint(format!("no {CONFIG_DUMP}")))
+}
+
+/// Reads `config.dump` of an archive already unpacked in `dir` (a
+/// checkpoint image's layer).
+pub fn read_config_dump_in(dir: &Path) -> Result<ConfigDump, ArchiveError> {
+    let path = dir.join(CONFIG_DUMP);
+    let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let bytes =
+        std::fs::read(&path).map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))
+}
+
+/// Copies an unpacked archive (directories, regular files and symlinks;
+/// CRIU's images and the rootfs diff are nothing else) from `from` into
+/// `to`, keeping modes: the restore writes its log beside the images, and
+/// a checkpoint image's layer is shared and must stay as it is.
+pub fn copy_unpacked(from: &Path, to: &Path) -> Result<(), ArchiveError> {
+    let io_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ArchiveError::Io { path, source }
+    };
+    std::fs::create_dir_all(to).map_err(io_err(to))?;
+    for entry in std::fs::read_dir(from).map_err(io_err(from))? {
+        let entry = entry.map_err(io_err(from))?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(io_err(&source))?;
+        if kind.is_dir() {
+            copy_unpacked(&source, &target)?;
+            let mode = std::fs::metadata(&source)
+                .map_err(io_err(&source))?
+                .permissions();
+            std::fs::set_permissions(&target, mode).map_err(io_err(&target))?;
+        } else if kind.is_file() {
+            std::fs::copy(&source, &target).map_err(io_err(&source))?;
+        } else if kind.is_symlink() {
+            let link = std::fs::read_link(&source).map_err(io_err(&source))?;
+            std::os::unix::fs::symlink(link, &target).map_err(io_err(&target))?;
+        } else {
+            return Err(ArchiveError::NotACheckpoint {
+                path: from.to_path_buf(),
+                reason: format!(
+                    "{} is neither a file, a directory nor a symlink",
+                    source.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The image a checkpoint was made from, by the name a restore looks up:
@@ -461,6 +522,40 @@ pub fn remove_inside(rootfs: &Path, path: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unpacked_archive_is_copied_and_loaded_without_touching_the_original() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (from, to) = (dir.path().join("layer"), dir.path().join("restore"));
+        std::fs::create_dir_all(from.join(CHECKPOINT_DIR)).expect("dirs");
+        std::fs::write(from.join(CHECKPOINT_DIR).join("pages-1.img"), b"pages").expect("img");
+        std::fs::write(from.join(CONFIG_DUMP), br#"{"id":"x","name":"main","createdTime":"2026-11-26T00:00:00Z","checkpointedTime":"2026-11-26T00:00:00Z"}"#).expect("config");
+        std::fs::write(from.join(DELETED_FILES), br#"["/tmp/gone"]"#).expect("deleted");
+        std::os::unix::fs::symlink("pages-1.img", from.join(CHECKPOINT_DIR).join("link"))
+            .expect("symlink");
+        copy_unpacked(&from, &to).expect("copy");
+        let unpacked = load_unpacked(&to, &from).expect("load");
+        assert_eq!(unpacked.config.name, "main");
+        assert_eq!(unpacked.deleted, ["/tmp/gone"]);
+        assert_eq!(
+            std::fs::read(to.join(CHECKPOINT_DIR).join("pages-1.img")).expect("copied"),
+            b"pages"
+        );
+        assert_eq!(
+            std::fs::read_link(to.join(CHECKPOINT_DIR).join("link")).expect("link"),
+            Path::new("pages-1.img")
+        );
+        assert!(from.join(CHECKPOINT_DIR).join("pages-1.img").is_file());
+    }
+
+    #[test]
+    fn an_unpacked_dir_without_criu_images_is_not_a_checkpoint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(CONFIG_DUMP), br#"{"id":"x","name":"main","createdTime":"2026-11-26T00:00:00Z","checkpointedTime":"2026-11-26T00:00:00Z"}"#).expect("config");
+        let err = load_unpacked(dir.path(), dir.path()).expect_err("no checkpoint/");
+        assert!(err.to_string().contains("no checkpoint/"), "{err}");
+        assert!(read_config_dump_in(&dir.path().join("nothing")).is_err());
+    }
 
     fn facts() -> ContainerFacts<'static> {
         ContainerFacts {

@@ -95,10 +95,14 @@ impl ContainerManager {
             .as_ref()
             .map(|image| image.image.clone())
             .unwrap_or_default();
-        // A checkpoint archive as the image (CRI-O's restore): the
+        // A checkpoint archive or image as the image (CRI-O's restore): the
         // container is made from the image the checkpoint was made from,
         // and its processes come from the archive at start.
-        let restore_from = super::checkpoint::restore_source(&image_name)?;
+        let restore_from = super::checkpoint::restore_source(
+            &image_name,
+            &self.images,
+            self.allow_checkpoint_images,
+        )?;
         if let Some((_, source_image)) = &restore_from {
             image_name = source_image.clone();
             if let Some(image) = config.image.as_mut() {

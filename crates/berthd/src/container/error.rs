@@ -78,6 +78,12 @@ pub enum ContainerError {
         id: String,
         reason: super::host::CriuUnusable,
     },
+    /// The request's image is a checkpoint image and the config does not
+    /// allow restores from images.
+    #[error(
+        "image {image} is a checkpoint of container {container}; restoring from checkpoint images is off on this node (allow_checkpoint_images in berthd's config)"
+    )]
+    CheckpointImageRefused { image: String, container: String },
     /// The request's image is a checkpoint archive that cannot be used.
     #[error("checkpoint archive: {0}")]
     CheckpointArchive(#[from] super::checkpoint_archive::ArchiveError),

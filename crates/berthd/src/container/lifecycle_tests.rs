@@ -55,6 +55,7 @@ pub(crate) async fn fixture() -> Fixture {
             journal: journal.clone(),
         }),
         criu_check: Default::default(),
+        allow_checkpoint_images: false,
         default_rlimits: Vec::new(),
         features: berth_spec::CgroupFeatures::default(),
         trim_mounts: None,

@@ -75,6 +75,9 @@ pub struct ContainerManager {
     /// Whether CRIU can run here: probed at the first checkpoint, kept
     /// (but for a probe that timed out).
     pub criu_check: tokio::sync::Mutex<Option<Result<(), host::CriuUnusable>>>,
+    /// `allow_checkpoint_images`: whether a checkpoint image may be
+    /// restored ([`checkpoint::restore_source`]).
+    pub allow_checkpoint_images: bool,
     /// `default_ulimits`: the rlimits of containers that set none.
     pub default_rlimits: Vec<oci_spec::runtime::PosixRlimit>,
     /// The state dir, when it is a mount of its own (read at start-up):

@@ -56,6 +56,7 @@ fn container_code(err: &ContainerError) -> Code {
         | ExecRefused { .. }
         | NotRunning { .. }
         | CheckpointUnavailable { .. }
+        | CheckpointImageRefused { .. }
         | CheckpointLocation { .. }
         | UpdateRefused { .. } => Code::FailedPrecondition,
         DidNotStop { .. }
