@@ -115,6 +115,19 @@ pub enum ContainerError {
         source: Box<CgroupError>,
     },
 
+    /// The container's pod (or the container itself) names a runtime
+    /// handler the config no longer has: its runtime and state root are
+    /// unknown, and it is never taken for the default one.
+    #[error(
+        "{what}: runtime handler {handler:?} is not configured (runtime_handlers in the config); configure it again to {action}"
+    )]
+    UnknownRuntimeHandler {
+        /// The pod or container, named.
+        what: String,
+        handler: String,
+        action: &'static str,
+    },
+
     #[error("container {id} did not stop after SIGKILL")]
     DidNotStop { id: String },
     #[error("shim of container {id}: {source}")]

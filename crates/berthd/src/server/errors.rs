@@ -57,7 +57,8 @@ fn container_code(err: &ContainerError) -> Code {
         | NotRunning { .. }
         | CheckpointUnavailable { .. }
         | CheckpointLocation { .. }
-        | UpdateRefused { .. } => Code::FailedPrecondition,
+        | UpdateRefused { .. }
+        | UnknownRuntimeHandler { .. } => Code::FailedPrecondition,
         DidNotStop { .. }
         | CheckpointFailed { .. }
         | ShimUnreachable { .. }
