@@ -123,7 +123,7 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
 
     // runc made it: its root has the container, running, and the pid it
     // reports is the container's `sleep`.
-    assert_eq!(runc_ids(&runc, &root), [id.clone()]);
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
     let state: serde_json::Value =
         serde_json::from_str(&runc_says(&runc, &root, &["state", &id])).expect("runc state");
     assert_eq!(state["status"], "running", "{state}");
@@ -161,7 +161,7 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
             container_config("app", &harness.image, &["sleep", "3600"]),
         )
         .await;
-    assert_eq!(runc_ids(&runc, &root), [id.clone()]);
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
     assert!(harness
         .berthd
         .sandbox
