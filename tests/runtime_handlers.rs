@@ -12,12 +12,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use berth_tests::host::log_tail;
+use std::time::{Duration, Instant};
+
+use berth_tests::host::{log_tail, processes_with, sigkill};
 use berth_tests::node::Node;
 use berth_tests::pods::{container_config, pod_config, Harness};
 use berth_tests::Sandbox;
 use cri_api::v1::{
-    ContainerState, ExecSyncRequest, NamespaceMode, RunPodSandboxRequest, StatusRequest,
+    ContainerState, CreateContainerRequest, ExecSyncRequest, ListContainersRequest,
+    ListPodSandboxRequest, NamespaceMode, PodSandboxConfig, RunPodSandboxRequest, StatusRequest,
 };
 
 /// runc as `scripts/containerd/install.sh` installs it, or
@@ -195,6 +198,140 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
     assert_eq!(runc_ids(&runc, &root), [again]);
     harness.remove_pod(&pod).await;
     harness.remove_pod(&plain).await;
+    assert!(runc_ids(&runc, &root).is_empty());
+    assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
+}
+
+/// A pod named `name` under handler runc, with its config.
+async fn runc_pod(harness: &Harness, name: &str) -> (String, PodSandboxConfig) {
+    let config = pod_config(
+        name,
+        &harness.parent(name),
+        &harness.log_dir(name),
+        NamespaceMode::Pod,
+    );
+    let id = harness
+        .client()
+        .await
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: "runc".into(),
+        })
+        .await
+        .unwrap_or_else(|status| panic!("RunPodSandbox: {status:?}\n{}", log_tail(&harness.berthd)))
+        .into_inner()
+        .pod_sandbox_id;
+    (id, config)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_handler() {
+    let Some(runc) = runc() else {
+        eprintln!(
+            "skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)"
+        );
+        return;
+    };
+    let handler_table = format!(
+        "[runtime_handlers.runc]\nruntime_path = \"{}\"\n",
+        runc.display()
+    );
+    let node = Node::start_with(&handler_table, &[]);
+    let mut harness = Harness::start_on(node).await;
+    let root = harness.berthd.sandbox.state().join("runtimes/runc");
+    let (pod, config) = runc_pod(&harness, "kept").await;
+    let marker = format!("7{}", std::process::id());
+    let id = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config("app", &harness.image, &["sleep", &marker]),
+        )
+        .await;
+
+    // A restart finds it running, under runc.
+    harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    harness
+        .wait_state(&id, ContainerState::ContainerRunning)
+        .await;
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
+
+    // Its shim killed: stopped through its cgroup, removed through runc.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&["sleep", &marker]).is_empty() {
+        assert!(Instant::now() < deadline, "the container never ran sleep");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let shims = processes_with(&["berth-shim", &id]);
+    assert_eq!(shims.len(), 1, "{shims:?}");
+    sigkill(shims[0]);
+    while !processes_with(&["berth-shim", &id]).is_empty() {
+        assert!(Instant::now() < deadline, "the shim did not die");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    harness.stop_container(&id, 10).await;
+    assert!(processes_with(&["sleep", &marker]).is_empty());
+    harness.remove_container(&id).await;
+    assert!(runc_ids(&runc, &root).is_empty(), "runc still knows {id}");
+    assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
+
+    // A container, then a restart whose config lost the handler: the pod
+    // and the container are kept, nothing is made under another runtime.
+    let second = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config("second", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+    let config_path = harness.berthd.sandbox.config_path();
+    let full = std::fs::read_to_string(&config_path).expect("config");
+    std::fs::write(&config_path, full.replace(&handler_table, "")).expect("config");
+    harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    let log = harness.berthd.log_text();
+    assert!(
+        log.contains("runtime handler is not configured") && log.contains("handler=runc"),
+        "{log}"
+    );
+    let mut client = harness.client().await;
+    let pods = client
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .expect("ListPodSandbox")
+        .into_inner()
+        .items;
+    assert!(pods
+        .iter()
+        .any(|p| p.id == pod && p.runtime_handler == "runc"));
+    let containers = client
+        .list_containers(ListContainersRequest::default())
+        .await
+        .expect("ListContainers")
+        .into_inner()
+        .containers;
+    assert!(containers.iter().any(|c| c.id == second));
+    let err = client
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(container_config("third", &harness.image, &["sleep", "1"])),
+            sandbox_config: Some(config.clone()),
+        })
+        .await
+        .expect_err("a container under an unconfigured handler");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("\"runc\""), "{err:?}");
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&second));
+
+    // Configured again: removed as any other, runc's root left empty.
+    std::fs::write(&config_path, &full).expect("config");
+    harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    harness.remove_pod(&pod).await;
     assert!(runc_ids(&runc, &root).is_empty());
     assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
 }
