@@ -249,6 +249,14 @@ impl ContainerManager {
             &user_files,
         )?;
         undo.shim_dir = Some(dirs.shim.clone());
+        if let Some(runtime) = &c.handler.binary {
+            tracing::debug!(
+                container = c.id,
+                handler = %c.handler.name,
+                runtime = %runtime.display(),
+                "the container's runtime is its pod's handler's"
+            );
+        }
         let pid = self
             .shims
             .launch(&ShimLaunch {
