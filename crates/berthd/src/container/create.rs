@@ -131,6 +131,12 @@ impl ContainerManager {
                 action: "create containers in it",
             })?
             .clone();
+        if let (Some(_), Some(runtime)) = (&restore_from, &handler.binary) {
+            return Err(ContainerError::RestoreUnsupported {
+                handler: handler.name.clone(),
+                runtime: runtime.clone(),
+            });
+        }
         let image =
             self.images
                 .resolve(&image_name)

@@ -128,6 +128,14 @@ pub enum ContainerError {
         action: &'static str,
     },
 
+    /// A checkpoint archive as the image of a container in a pod whose
+    /// handler runs a runtime binary: the shim restores through
+    /// libcontainer only.
+    #[error(
+        "image: restoring a checkpoint is not supported under runtime handler {handler:?} ({runtime}); only the default handler restores checkpoints"
+    )]
+    RestoreUnsupported { handler: String, runtime: PathBuf },
+
     #[error("container {id} did not stop after SIGKILL")]
     DidNotStop { id: String },
     #[error("shim of container {id}: {source}")]

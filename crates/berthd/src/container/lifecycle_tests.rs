@@ -1112,3 +1112,38 @@ async fn recovery_sweeps_unnamed_runtime_states_only_from_roots_berth_owns() {
         format!("--root {} delete --force gone", runc_root.display())
     );
 }
+
+#[tokio::test]
+async fn a_checkpoint_is_not_restored_under_a_runtime_binary() {
+    let f = runc_fixture().await;
+    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    std::fs::create_dir_all(record.layer_dir.join("upper")).expect("upper");
+    let archive = f.dir.path().join("ckpt.tar");
+    f.manager
+        .checkpoint(&id, &archive, Duration::ZERO)
+        .await
+        .expect("checkpoint");
+    let mut config = container("restored");
+    config.image = Some(cri_api::v1::ImageSpec {
+        image: archive.to_string_lossy().into_owned(),
+        ..Default::default()
+    });
+    f.journal.clear();
+    let err = f
+        .manager
+        .create(&pod_id, config, None)
+        .await
+        .expect_err("a restore under runc");
+    assert!(
+        matches!(&err, ContainerError::RestoreUnsupported { handler, .. } if handler == "runc"),
+        "{err}"
+    );
+    assert!(f.journal.entries().is_empty(), "nothing was made");
+}

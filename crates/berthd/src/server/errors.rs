@@ -58,7 +58,8 @@ fn container_code(err: &ContainerError) -> Code {
         | CheckpointUnavailable { .. }
         | CheckpointLocation { .. }
         | UpdateRefused { .. }
-        | UnknownRuntimeHandler { .. } => Code::FailedPrecondition,
+        | UnknownRuntimeHandler { .. }
+        | RestoreUnsupported { .. } => Code::FailedPrecondition,
         DidNotStop { .. }
         | CheckpointFailed { .. }
         | ShimUnreachable { .. }
