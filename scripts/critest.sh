@@ -12,8 +12,11 @@
 # regexp to run only some specs while developing; then the comparison with
 # the expected-failures list covers only what ran), CRITEST_EXTRA_ARGS
 # (more critest flags, split on whitespace, e.g. "--websocket-exec
-# --websocket-attach --websocket-portforward"), CRITEST_KEEP=1 keeps the
-# work dir (logs, report) for inspection.
+# --websocket-attach --websocket-portforward"), CRITEST_RUNTIME_HANDLER=
+# NAME=PATH (every pod runs under RuntimeClass handler NAME, configured with
+# the OCI runtime binary PATH: critest's --runtime-handler; e.g.
+# "runc=/usr/local/lib/berth-containerd/v2.4.2/runc"), CRITEST_KEEP=1 keeps
+# the work dir (logs, report) for inspection.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 berthd="${1:?usage: $0 BERTHD_BINARY}"
@@ -108,8 +111,20 @@ write_bridge_network "$work/net.d/10-berth-critest.conflist" berth-critest berth
 
 # Images resolve through mirrors, never a registry prefix (see
 # shared CONFORMANCE.md): every upstream critest names maps to the local one.
-write_berthd_config "$work/runtime-config.toml" cgroupfs "$work/net.d" "$registry" \
-  "[metrics]\nenabled = true\naddress = \"$metrics_addr\""
+extra_toml="[metrics]\nenabled = true\naddress = \"$metrics_addr\""
+handler_args=()
+if [[ -n "${CRITEST_RUNTIME_HANDLER:-}" ]]; then
+  handler="${CRITEST_RUNTIME_HANDLER%%=*}"
+  handler_path="${CRITEST_RUNTIME_HANDLER#*=}"
+  [[ "$handler" != "$CRITEST_RUNTIME_HANDLER" && -x "$handler_path" ]] || {
+    log "CRITEST_RUNTIME_HANDLER must be NAME=PATH of an executable, not $CRITEST_RUNTIME_HANDLER"
+    exit 2
+  }
+  extra_toml+="\n[runtime_handlers.$handler]\nruntime_path = \"$handler_path\""
+  handler_args=(--runtime-handler "$handler")
+  log "every pod runs under handler $handler ($handler_path)"
+fi
+write_berthd_config "$work/runtime-config.toml" cgroupfs "$work/net.d" "$registry" "$extra_toml"
 
 # The state dir on a tmpfs of its own, as /run is on a node (shims then
 # create containers in a trimmed mount table; berth-shim's mount_view).
@@ -130,6 +145,7 @@ critest_args=(
   --ginkgo.no-color
 )
 [[ -n "${CRITEST_FOCUS:-}" ]] && critest_args+=(--ginkgo.focus "$CRITEST_FOCUS")
+critest_args+=("${handler_args[@]}")
 if [[ -n "${CRITEST_EXTRA_ARGS:-}" ]]; then
   read -r -a extra_args <<<"$CRITEST_EXTRA_ARGS"
   critest_args+=("${extra_args[@]}")

@@ -20,6 +20,7 @@ mod image_pull;
 mod image_volumes;
 mod metrics;
 mod registry_hosts;
+mod runtime_handlers;
 mod runtime_info;
 mod sandbox;
 mod startup;

@@ -251,7 +251,8 @@ async fn image_fs_info_reports_the_store_directories() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn configured_runtime_handlers_are_listed() {
-    let berthd = Berthd::start("runtime_handlers = [\"fast\"]");
+    // `true features` prints nothing: a runtime whose features are unknown.
+    let berthd = Berthd::start("[runtime_handlers.fast]\nruntime_path = \"/bin/true\"\n");
     let status = berthd
         .runtime_client()
         .await
@@ -265,4 +266,7 @@ async fn configured_runtime_handlers_are_listed() {
         .map(|handler| handler.name.as_str())
         .collect();
     assert_eq!(names, ["", "fast"]);
+    // What its runtime does not say it does is not advertised.
+    let fast = status.runtime_handlers[1].features.expect("features");
+    assert!(!fast.user_namespaces && !fast.recursive_read_only_mounts);
 }

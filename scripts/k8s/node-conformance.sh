@@ -206,9 +206,12 @@ if [[ "$RUNTIME" == berth ]]; then
   cp "$BERTHD" "$(dirname "$BERTHD")/berth-shim" "$(dirname "$BERTHD")/berth-pinns" "$WORK/bin/"
   write_berthd_config "$WORK/berthd.toml.tables" cgroupfs "$WORK/net.d" "$REGISTRY" \
     '[stream]\naddress = "127.0.0.1"'
+  # As on containerd, the handler runs runc (the version
+  # scripts/containerd/install.sh pins, built when missing).
+  RUNC="$(bash "$repo/scripts/containerd/install.sh")/runc"
   {
-    echo "runtime_handlers = [\"$HANDLER\"]"
     cat "$WORK/berthd.toml.tables"
+    printf '\n[runtime_handlers.%s]\nruntime_path = "%s"\n' "$HANDLER" "$RUNC"
   } >"$WORK/berthd.toml"
   SOCK="$WORK/berth.sock"
   PROCESS=berthd

@@ -59,8 +59,9 @@ pub struct Config {
     /// absent it follows the driver: `/berth` (cgroupfs) or `system.slice` (systemd).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_cgroup_parent: Option<String>,
-    /// RuntimeClass handler names accepted besides the default `""`.
-    pub runtime_handlers: Vec<String>,
+    /// RuntimeClass handlers besides the default `""` (libcontainer in
+    /// the shim), each an OCI runtime binary, by handler name.
+    pub runtime_handlers: BTreeMap<String, RuntimeHandlerConfig>,
     /// Directory of the helper binaries (berth-shim, berth-pinns). When
     /// absent: the directory berthd's own executable is in.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,7 +93,7 @@ impl Default for Config {
             log_level: LogLevel::Info,
             cgroup_driver: CgroupDriverSetting::Auto,
             default_cgroup_parent: None,
-            runtime_handlers: Vec::new(),
+            runtime_handlers: BTreeMap::new(),
             helper_dir: None,
             default_ulimits: Vec::new(),
             pinned_images: Vec::new(),
@@ -104,6 +105,20 @@ impl Default for Config {
             cdi: CdiConfig::default(),
         }
     }
+}
+
+/// One RuntimeClass handler: the OCI runtime its pods' containers run
+/// under (containerd's `runtimes.<name>`, CRI-O's `runtimes.<name>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeHandlerConfig {
+    /// The runtime's binary (runc, crun, ...), absolute; berthd does not
+    /// start when it is missing or not executable.
+    pub runtime_path: PathBuf,
+    /// The runtime's state dir (its `--root`); when absent
+    /// `<state_dir>/runtimes/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_root: Option<PathBuf>,
 }
 
 /// Container Device Interface spec files.
@@ -328,7 +343,8 @@ impl Config {
 
     /// Parses and validates config text; `path` only names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|err| ConfigError::Parse {
+        let text = refuse_handler_list(text, path)?;
+        let config: Config = toml::from_str(&text).map_err(|err| ConfigError::Parse {
             path: path.to_path_buf(),
             message: err.to_string().trim_end().to_string(),
         })?;
@@ -397,17 +413,34 @@ impl Config {
                 ));
             }
         }
-        for handler in &self.runtime_handlers {
-            let valid = !handler.is_empty()
-                && handler.len() <= 63
-                && handler.bytes().all(|b| {
+        for (name, handler) in &self.runtime_handlers {
+            let valid = !name.is_empty()
+                && name.len() <= 63
+                && name.bytes().all(|b| {
                     b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
                 });
             if !valid {
                 return Err(invalid(
                     "runtime_handlers",
-                    format!("has {handler:?}; handler names are lowercase DNS labels, as RuntimeClass handlers"),
+                    format!("has {name:?}; handler names are lowercase DNS labels, as RuntimeClass handlers"),
                 ));
+            }
+            check_runtime_binary(&handler.runtime_path).map_err(|problem| {
+                invalid(
+                    "runtime_handlers.<name>.runtime_path",
+                    format!("of handler {name:?} {problem}"),
+                )
+            })?;
+            if let Some(root) = &handler.runtime_root {
+                if !root.is_absolute() {
+                    return Err(invalid(
+                        "runtime_handlers.<name>.runtime_root",
+                        format!(
+                            "of handler {name:?} must be an absolute path, got {:?}",
+                            root.display().to_string()
+                        ),
+                    ));
+                }
             }
         }
         if let Some(bad) = self
@@ -521,6 +554,58 @@ impl Config {
             );
         }
         value
+    }
+}
+
+/// The old form, `runtime_handlers = ["name"]`, named handlers that ran
+/// the default runtime: a pod asking for a stronger sandbox silently got
+/// none. It is refused, naming the table form that replaced it. The empty
+/// list (in every config `berthd config default` wrote before) names
+/// nothing and is dropped: the text without it.
+fn refuse_handler_list<'a>(
+    text: &'a str,
+    path: &Path,
+) -> Result<std::borrow::Cow<'a, str>, ConfigError> {
+    let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+        // The typed parse reports the syntax error.
+        return Ok(text.into());
+    };
+    if let Some(toml::Value::Array(names)) = table.get("runtime_handlers") {
+        if names.is_empty() {
+            table.remove("runtime_handlers");
+            return Ok(toml::to_string(&table).unwrap_or_default().into());
+        }
+        let example = names.iter().find_map(toml::Value::as_str).unwrap_or("runc");
+        return Err(ConfigError::Invalid {
+            origin: path.display().to_string(),
+            key: "runtime_handlers",
+            problem: format!(
+                "is a list of names, the old form (its handlers ran the default runtime); \
+                 name each handler's OCI runtime in a table instead: \
+                 [runtime_handlers.{example}] with runtime_path = \"<absolute path of its OCI runtime, e.g. runc>\""
+            ),
+        });
+    }
+    Ok(text.into())
+}
+
+/// Why `path` cannot be a handler's runtime: not absolute, missing, not a
+/// file or not executable.
+fn check_runtime_binary(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if !path.is_absolute() {
+        return Err(format!(
+            "must be an absolute path, got {:?}",
+            path.display().to_string()
+        ));
+    }
+    match std::fs::metadata(path) {
+        Err(err) => Err(format!("{}: {err}", path.display())),
+        Ok(meta) if !meta.is_file() => Err(format!("{} is not a file", path.display())),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+            Err(format!("{} is not executable", path.display()))
+        }
+        Ok(_) => Ok(()),
     }
 }
 
@@ -643,6 +728,103 @@ mod tests {
         let rest = &text[start..];
         let end = rest.find("\n[").map_or(rest.len(), |at| at + 1);
         &rest[..end]
+    }
+
+    /// An executable stand-in for a runtime binary, in `dir`.
+    fn runtime_binary(dir: &Path, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("runc");
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn runtime_handlers_are_tables_naming_their_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let runc = runtime_binary(dir.path(), 0o755);
+        let config = parse(&format!(
+            "[runtime_handlers.runc]\nruntime_path = {:?}\n\n\
+             [runtime_handlers.\"runc-2\"]\nruntime_path = {:?}\nruntime_root = \"/run/r2\"\n",
+            runc.display().to_string(),
+            runc.display().to_string(),
+        ))
+        .unwrap();
+        assert_eq!(config.runtime_handlers.len(), 2);
+        assert_eq!(config.runtime_handlers["runc"].runtime_path, runc);
+        assert_eq!(config.runtime_handlers["runc"].runtime_root, None);
+        assert_eq!(
+            config.runtime_handlers["runc-2"].runtime_root,
+            Some(PathBuf::from("/run/r2"))
+        );
+        // `berthd config` prints what loads back.
+        assert_eq!(parse(&config.to_toml()).unwrap(), config);
+    }
+
+    #[test]
+    fn the_old_list_of_handler_names_is_refused_naming_the_table_form() {
+        let err = parse("runtime_handlers = [\"kata\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`runtime_handlers`"), "{err}");
+        assert!(err.contains("[runtime_handlers.kata]"), "{err}");
+        assert!(err.contains("runtime_path"), "{err}");
+        // Empty, as every default config written before says: nothing.
+        let config =
+            parse("log_level = \"debug\"\nruntime_handlers = []\n[cni]\nconf_dir = \"/x\"\n")
+                .unwrap();
+        assert!(config.runtime_handlers.is_empty());
+        assert_eq!(config.log_level, LogLevel::Debug);
+        assert_eq!(config.cni.conf_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn a_handler_whose_runtime_is_missing_or_not_executable_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-runc");
+        let err = parse(&format!(
+            "[runtime_handlers.runc]\nruntime_path = {:?}\n",
+            missing.display().to_string()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("runtime_handlers.<name>.runtime_path"),
+            "{err}"
+        );
+        assert!(err.contains("\"runc\""), "{err}");
+        assert!(err.contains(&missing.display().to_string()), "{err}");
+
+        let plain = runtime_binary(dir.path(), 0o644);
+        let err = parse(&format!(
+            "[runtime_handlers.runc]\nruntime_path = {:?}\n",
+            plain.display().to_string()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not executable"), "{err}");
+
+        for (body, key) in [
+            ("runtime_path = \"runc\"\n", "absolute"),
+            (
+                "runtime_path = \"/bin/sh\"\nruntime_root = \"r\"\n",
+                "runtime_root",
+            ),
+            (
+                "runtime_path = \"/bin/sh\"\nruntime_type = \"oci\"\n",
+                "runtime_type",
+            ),
+            ("", "runtime_path"),
+        ] {
+            let err = parse(&format!("[runtime_handlers.runc]\n{body}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{body}: {err}");
+        }
+        let err = parse("[runtime_handlers.Runc]\nruntime_path = \"/bin/sh\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("DNS label"), "{err}");
     }
 
     #[test]

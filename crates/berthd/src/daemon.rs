@@ -108,6 +108,11 @@ fn open_context(
     let features = HostFeatures::detect(cgroupfs.layout());
     tracing::info!(layout = ?cgroupfs.layout(), ?features, "cgroups");
     let kernel = crate::kernel_features::KernelFeatures::probe();
+    let handlers = Arc::new(crate::runtime_handlers::RuntimeHandlers::from_config(
+        &config,
+        &kernel,
+        &crate::runtime_handlers::run_features,
+    ));
     let lsm = crate::lsm::probe_and_load();
     let metrics: Arc<crate::metrics::Metrics> = Arc::default();
     let sandboxes = Arc::new(open_sandboxes(
@@ -115,6 +120,7 @@ fn open_context(
         cgroup_driver,
         &cgroupfs,
         &kernel,
+        handlers,
         lsm,
         &metrics,
     )?);
@@ -124,7 +130,6 @@ fn open_context(
         images: images.store().clone(),
         sandboxes: sandboxes.clone(),
         layers_dir: layout.containers(),
-        runtime_root: StateLayout::new(&config.state_dir).runtime_root(),
         shims_dir: StateLayout::new(&config.state_dir).shims(),
         shim: helper_binary(&config.helper_dir(), "berth-shim")?,
         shims: Arc::new(ShimProcesses),
@@ -208,6 +213,7 @@ fn open_sandboxes(
     driver: Driver,
     cgroupfs: &Arc<CgroupfsManager>,
     kernel: &crate::kernel_features::KernelFeatures,
+    runtime_handlers: Arc<crate::runtime_handlers::RuntimeHandlers>,
     lsm: berth_spec::LsmHost,
     metrics: &Arc<crate::metrics::Metrics>,
 ) -> Result<SandboxManager, DaemonError> {
@@ -251,7 +257,7 @@ fn open_sandboxes(
             binary: helper_binary(&config.helper_dir(), "berth-pinns")?,
         }),
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
-        runtime_handlers: config.runtime_handlers.clone(),
+        runtime_handlers,
         cgroup_lock: std::sync::Mutex::new(()),
         user_namespaces: kernel.user_namespaces,
         lsm,

@@ -310,6 +310,16 @@ pub struct FakeShims {
     /// written, the shim ended); a start gives none, as a real one.
     signs: Arc<Mutex<HashMap<PathBuf, u64>>>,
     next_pid: AtomicI32,
+    /// Each launch: the container, its runtime binary and state root.
+    pub launches: Mutex<Vec<LaunchSeen>>,
+}
+
+/// What a shim was launched with, of what picks the runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSeen {
+    pub id: String,
+    pub runtime_binary: Option<PathBuf>,
+    pub state_root: PathBuf,
 }
 
 /// What a shim reports of container `id` just created with init `pid`.
@@ -348,6 +358,7 @@ impl FakeShims {
             exits: Mutex::new(HashMap::new()),
             signs: Arc::default(),
             next_pid: AtomicI32::new(1000),
+            launches: Mutex::new(Vec::new()),
         }
     }
 
@@ -370,6 +381,11 @@ impl FakeShims {
 #[async_trait]
 impl Shims for FakeShims {
     async fn launch(&self, launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
+        lock(&self.launches).push(LaunchSeen {
+            id: launch.id.to_string(),
+            runtime_binary: launch.runtime_binary.map(Path::to_path_buf),
+            state_root: launch.state_root.to_path_buf(),
+        });
         if self.journal.step("launch shim") {
             return Err(ContainerError::CreateFailed {
                 id: launch.id.to_string(),

@@ -61,6 +61,12 @@ impl StateLayout {
         self.dir.join("runtime")
     }
 
+    /// The state root (`--root`) of the OCI runtime of handler `name`,
+    /// unless its config names another.
+    pub fn handler_root(&self, name: &str) -> PathBuf {
+        self.dir.join("runtimes").join(name)
+    }
+
     /// One directory per shim: its socket, pid, exit and log files.
     pub fn shims(&self) -> PathBuf {
         self.dir.join("shims")

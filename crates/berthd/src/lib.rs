@@ -35,6 +35,7 @@ pub mod recovery;
 pub mod registry;
 pub mod reload;
 pub mod root_lock;
+pub mod runtime_handlers;
 pub mod sandbox;
 pub mod server;
 pub mod state_store;

@@ -133,7 +133,13 @@ impl Runtime {
             }),
             ns_dir: tmp.path().join("ns"),
             cgroup_lock: std::sync::Mutex::new(()),
-            runtime_handlers: vec![],
+            runtime_handlers: Arc::new(berthd::runtime_handlers::RuntimeHandlers::default_only(
+                tmp.path().join("runtime"),
+                &berthd::kernel_features::KernelFeatures {
+                    recursive_read_only: false,
+                    user_namespaces: false,
+                },
+            )),
             user_namespaces: false,
             lsm: berth_spec::LsmHost::default(),
             pod_cidr: std::sync::RwLock::new(None),
@@ -146,7 +152,6 @@ impl Runtime {
             ),
             sandboxes: sandboxes.clone(),
             layers_dir: tmp.path().join("layers"),
-            runtime_root: tmp.path().join("runtime"),
             shims_dir: tmp.path().join("shims"),
             // The view berthd runs shims through.
             shim: berthd::helper_binary::HelperBinary::protect(
@@ -199,7 +204,8 @@ impl Runtime {
             binary: &self.containers.shim,
             id: &id,
             bundle: &bundle,
-            state_root: &self.containers.runtime_root,
+            state_root: &self.tmp.path().join("runtime"),
+            runtime_binary: None,
             dir: &shim_dir,
             log: Some(&log),
             tty,
@@ -238,6 +244,7 @@ impl Runtime {
             pid,
             stop_signal: 15,
             restore_from: None,
+            runtime_handler: String::new(),
         };
         self.containers.store.insert(record.clone());
         self.made.push(record);

@@ -21,6 +21,7 @@ use super::{cgroup_view, shim_log, ContainerError, ContainerManager};
 use crate::clock::now_nanos;
 use crate::ids::new_id;
 use crate::recovery::intent::{self, ContainerIntent};
+use crate::runtime_handlers::RuntimeHandler;
 use crate::sandbox::store::SandboxRecord;
 use crate::sandbox::SandboxError;
 
@@ -41,6 +42,8 @@ struct Creation<'a> {
     /// A checkpoint archive to restore the container from (its path was
     /// the request's image).
     restore_from: Option<&'a Path>,
+    /// The pod's runtime handler: the runtime the shim drives.
+    handler: &'a RuntimeHandler,
 }
 
 /// A container's directories.
@@ -120,6 +123,24 @@ impl ContainerManager {
         let stored_config = sandbox.config.clone();
         let sandbox_meta = stored_config.metadata.clone().unwrap_or_default();
         let sandbox_config = request_sandbox_config.unwrap_or(stored_config);
+        // A pod recovered with a handler no longer configured runs no new
+        // container: its runtime is unknown, never taken for the default.
+        let handler = self
+            .sandboxes
+            .runtime_handlers
+            .get(&sandbox.runtime_handler)
+            .ok_or_else(|| ContainerError::UnknownRuntimeHandler {
+                what: format!("pod sandbox {}", sandbox.id),
+                handler: sandbox.runtime_handler.clone(),
+                action: "create containers in it",
+            })?
+            .clone();
+        if let (Some(_), Some(runtime)) = (&restore_from, &handler.binary) {
+            return Err(ContainerError::RestoreUnsupported {
+                handler: handler.name.clone(),
+                runtime: runtime.clone(),
+            });
+        }
         let image =
             self.images
                 .resolve(&image_name)
@@ -169,6 +190,7 @@ impl ContainerManager {
             image_name: &image_name,
             volumes: &volumes,
             restore_from: restore_from.as_deref(),
+            handler: &handler,
         };
         match self.set_up(&creation, &mut undo).await {
             Ok(record) => {
@@ -191,7 +213,7 @@ impl ContainerManager {
         let location =
             berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
                 .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
-        let dirs = self.make_dirs(c.id, &location.path, undo)?;
+        let dirs = self.make_dirs(c.id, &location.path, &c.handler.name, undo)?;
         // The mappings of the user namespace the pod pinned: its stored config.
         let userns = pod_userns(&c.sandbox.config)?;
         if let Some(userns) = &userns {
@@ -237,13 +259,22 @@ impl ContainerManager {
             &user_files,
         )?;
         undo.shim_dir = Some(dirs.shim.clone());
+        if let Some(runtime) = &c.handler.binary {
+            tracing::debug!(
+                container = c.id,
+                handler = %c.handler.name,
+                runtime = %runtime.display(),
+                "the container's runtime is its pod's handler's"
+            );
+        }
         let pid = self
             .shims
             .launch(&ShimLaunch {
                 binary: &self.shim,
                 id: c.id,
                 bundle: &dirs.bundle,
-                state_root: &self.runtime_root,
+                state_root: &c.handler.root,
+                runtime_binary: c.handler.binary.as_deref(),
                 dir: &dirs.shim,
                 log: spec.log_path.as_deref(),
                 tty: c.config.tty,
@@ -256,7 +287,7 @@ impl ContainerManager {
                 trim_mounts: self.trim_mounts.as_deref(),
             })
             .await?;
-        // libcontainer has applied its device rules (whose defaults allow
+        // The runtime has applied its device rules (whose defaults allow
         // /dev/console); the container runs nothing of its own before
         // StartContainer. Without its filter it must not start: the undo
         // stops the shim.
@@ -281,6 +312,7 @@ impl ContainerManager {
             pid,
             stop_signal: spec.stop_signal,
             restore_from: c.restore_from.map(Path::to_path_buf),
+            runtime_handler: c.handler.name.clone(),
         };
         self.store.persist(&record)?;
         Ok(record)
@@ -290,7 +322,13 @@ impl ContainerManager {
     /// bundle comes first, with the intent naming everything the create
     /// may make (`cgroup` included), before any of it is made: recovery
     /// finds half-made containers by it.
-    fn make_dirs(&self, id: &str, cgroup: &str, undo: &mut Undo) -> Result<Dirs, ContainerError> {
+    fn make_dirs(
+        &self,
+        id: &str,
+        cgroup: &str,
+        handler: &str,
+        undo: &mut Undo,
+    ) -> Result<Dirs, ContainerError> {
         let dirs = Dirs {
             bundle: self.store.record_dir(id),
             layer: self.layers_dir.join(id),
@@ -314,6 +352,7 @@ impl ContainerManager {
                 layer_dir: dirs.layer.clone(),
                 shim_dir: dirs.shim.clone(),
                 cgroup_path: cgroup.to_string(),
+                runtime_handler: handler.to_string(),
             },
         )?;
         private_dir(&dirs.layer).map_err(|err| ContainerError::io("container dir", err))?;

@@ -121,6 +121,27 @@ pub enum ContainerError {
         source: Box<CgroupError>,
     },
 
+    /// The container's pod (or the container itself) names a runtime
+    /// handler the config no longer has: its runtime and state root are
+    /// unknown, and it is never taken for the default one.
+    #[error(
+        "{what}: runtime handler {handler:?} is not configured (runtime_handlers in the config); configure it again to {action}"
+    )]
+    UnknownRuntimeHandler {
+        /// The pod or container, named.
+        what: String,
+        handler: String,
+        action: &'static str,
+    },
+
+    /// A checkpoint archive as the image of a container in a pod whose
+    /// handler runs a runtime binary: the shim restores through
+    /// libcontainer only.
+    #[error(
+        "image: restoring a checkpoint is not supported under runtime handler {handler:?} ({runtime}); only the default handler restores checkpoints"
+    )]
+    RestoreUnsupported { handler: String, runtime: PathBuf },
+
     #[error("container {id} did not stop after SIGKILL")]
     DidNotStop { id: String },
     #[error("shim of container {id}: {source}")]

@@ -28,23 +28,29 @@ pub(crate) struct Fixture {
     pub journal: Arc<Journal>,
     pub pods: Pods,
     pub dir: tempfile::TempDir,
+    /// The shims, as the fake they are: what each launch was given.
+    pub fake_shims: Arc<FakeShims>,
 }
 
 pub(crate) async fn fixture() -> Fixture {
-    let pods = sandbox_fixture();
+    fixture_on(sandbox_fixture()).await
+}
+
+/// The fixture over pods the caller made (handlers of its own).
+pub(crate) async fn fixture_on(pods: Pods) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let journal = Journal::new();
     let images = ImageStore::open(&dir.path().join("images")).expect("images");
     add_image(&images);
+    let fake_shims = Arc::new(FakeShims::new(journal.clone()));
     let manager = ContainerManager {
         store: ContainerStore::open(&dir.path().join("state/containers")).expect("store"),
         images: Arc::new(images),
         sandboxes: pods.manager.clone(),
         layers_dir: dir.path().join("root/containers"),
-        runtime_root: dir.path().join("state/runtime"),
         shims_dir: dir.path().join("state/shims"),
         shim: crate::helper_binary::HelperBinary::unprotected("/nonexistent/berth-shim"),
-        shims: Arc::new(FakeShims::new(journal.clone())),
+        shims: fake_shims.clone(),
         mounts: Arc::new(FakeMounts {
             journal: journal.clone(),
         }),
@@ -66,6 +72,7 @@ pub(crate) async fn fixture() -> Fixture {
         journal,
         pods,
         dir,
+        fake_shims,
     }
 }
 
@@ -520,7 +527,8 @@ async fn recovery_sweeps_what_a_removal_cut_short_left() {
     // The bundle (with the record) went to the trash; the rest did not.
     std::fs::remove_dir_all(&record.bundle).expect("rm");
     f.manager.store.remove(&id);
-    std::fs::create_dir_all(f.dir.path().join("state/runtime").join(&id)).expect("state");
+    // The default handler's state root.
+    std::fs::create_dir_all(f.pods.dir.path().join("state/runtime").join(&id)).expect("state");
     assert_eq!(f.manager.recover().await, (0, 3));
     assert_no_trace(&f, "swept");
 }
@@ -916,4 +924,227 @@ async fn every_created_container_gets_its_device_filter() {
         "{:?}",
         f.pods.cgroups.calls()
     );
+}
+
+/// A fixture whose pods may name handler "runc": a stand-in runtime that
+/// writes its arguments to `<dir>/runc.args`, its state root its own.
+async fn runc_fixture() -> Fixture {
+    use std::os::unix::fs::PermissionsExt;
+    let pods = crate::sandbox::lifecycle_tests::fixture_with_handlers(|dir, handlers| {
+        let runc = dir.join("runc");
+        std::fs::write(
+            &runc,
+            format!("#!/bin/sh\necho \"$@\" >> {}/runc.args\n", dir.display()),
+        )
+        .expect("runc");
+        std::fs::set_permissions(&runc, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        handlers
+            .with(crate::runtime_handlers::RuntimeHandler {
+                name: "runc".into(),
+                binary: Some(runc.clone()),
+                root: dir.join("state/runtimes/runc"),
+                own_root: true,
+                features: Default::default(),
+            })
+            // A root the config named: perhaps another runtime's too.
+            .with(crate::runtime_handlers::RuntimeHandler {
+                name: "shared".into(),
+                binary: Some(runc),
+                root: dir.join("shared-root"),
+                own_root: false,
+                features: Default::default(),
+            })
+    });
+    fixture_on(pods).await
+}
+
+#[tokio::test]
+async fn a_pods_handler_picks_the_runtime_and_state_root_its_shims_get() {
+    let f = runc_fixture().await;
+    let runc_pod = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
+    let default_pod = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let on_runc = f
+        .manager
+        .create(&runc_pod, container("app"), None)
+        .await
+        .expect("create");
+    let on_default = f
+        .manager
+        .create(&default_pod, container("app"), None)
+        .await
+        .expect("create");
+    let pods_dir = f.pods.dir.path();
+    let launches = f.fake_shims.launches.lock().expect("launches").clone();
+    assert_eq!(
+        launches,
+        [
+            crate::fakes::LaunchSeen {
+                id: on_runc.clone(),
+                runtime_binary: Some(pods_dir.join("runc")),
+                state_root: pods_dir.join("state/runtimes/runc"),
+            },
+            crate::fakes::LaunchSeen {
+                id: on_default.clone(),
+                runtime_binary: None,
+                state_root: pods_dir.join("state/runtime"),
+            },
+        ]
+    );
+    // Recorded with the container, and in its intent, for remove and
+    // recovery.
+    let record = f.manager.get(&on_runc).await.expect("record");
+    assert_eq!(record.runtime_handler, "runc");
+    let intent: crate::recovery::intent::ContainerIntent =
+        crate::recovery::intent::read(&record.bundle)
+            .expect("intent")
+            .expect("an intent");
+    assert_eq!(intent.runtime_handler, "runc");
+    assert_eq!(
+        f.manager
+            .get(&on_default)
+            .await
+            .expect("record")
+            .runtime_handler,
+        ""
+    );
+}
+
+#[tokio::test]
+async fn without_its_shim_a_container_is_removed_through_its_handlers_runtime() {
+    let f = runc_fixture().await;
+    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    let record = f.manager.get(&id).await.expect("record");
+    let state = f.pods.dir.path().join("state/runtimes/runc").join(&id);
+    std::fs::create_dir_all(&state).expect("runtime state");
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    f.manager.remove(&id).await.expect("remove");
+    let args = std::fs::read_to_string(f.pods.dir.path().join("runc.args")).expect("runc ran");
+    assert_eq!(
+        args.trim(),
+        format!(
+            "--root {} delete --force {id}",
+            f.pods.dir.path().join("state/runtimes/runc").display()
+        )
+    );
+    assert!(!state.exists(), "the runtime's state is left");
+    assert_no_trace(&f, "removed through runc");
+}
+
+#[tokio::test]
+async fn a_handler_no_longer_configured_is_never_taken_for_the_default() {
+    let f = runc_fixture().await;
+    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    // As a record from a berthd whose config had handler "gone".
+    let handle = f.manager.find(&id).expect("find").expect("container");
+    handle.lock().await.runtime_handler = "gone".into();
+    let record = f.manager.get(&id).await.expect("record");
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    let err = f.manager.remove(&id).await.unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::UnknownRuntimeHandler { handler, .. } if handler == "gone"),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&id), "{err}");
+    // Kept, and kept by recovery, which reports it.
+    assert!(f.manager.get(&id).await.is_ok());
+    f.manager.recover().await;
+    assert!(f.manager.get(&id).await.is_ok());
+    assert!(record.bundle.exists());
+
+    // A pod whose handler is gone gets no new container.
+    let sandbox = f.pods.manager.get(&pod_id).expect("pod");
+    sandbox.lock().await.runtime_handler = "gone".into();
+    let err = f
+        .manager
+        .create(&pod_id, container("other"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::UnknownRuntimeHandler { handler, .. } if handler == "gone"),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&pod_id), "{err}");
+}
+
+#[tokio::test]
+async fn recovery_sweeps_unnamed_runtime_states_only_from_roots_berth_owns() {
+    let f = runc_fixture().await;
+    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
+    let kept = f
+        .manager
+        .create(&pod_id, container("kept"), None)
+        .await
+        .expect("create");
+    let dir = f.pods.dir.path();
+    let runc_root = dir.join("state/runtimes/runc");
+    for state in [
+        runc_root.join(&kept),
+        runc_root.join("gone"),
+        dir.join("shared-root/other"),
+    ] {
+        std::fs::create_dir_all(&state).expect("state");
+    }
+    assert_eq!(f.manager.recover().await, (0, 1));
+    assert!(
+        runc_root.join(&kept).exists(),
+        "a recorded container's state"
+    );
+    assert!(
+        !runc_root.join("gone").exists(),
+        "an unnamed state in berth's root"
+    );
+    assert!(
+        dir.join("shared-root/other").exists(),
+        "a configured root is not berth's"
+    );
+    let args = std::fs::read_to_string(dir.join("runc.args")).expect("runc ran");
+    assert_eq!(
+        args.trim(),
+        format!("--root {} delete --force gone", runc_root.display())
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_is_not_restored_under_a_runtime_binary() {
+    let f = runc_fixture().await;
+    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
+    let id = f
+        .manager
+        .create(&pod_id, container("app"), None)
+        .await
+        .expect("create");
+    f.manager.start(&id).await.expect("start");
+    let record = f.manager.get(&id).await.expect("record");
+    std::fs::create_dir_all(record.layer_dir.join("upper")).expect("upper");
+    let archive = f.dir.path().join("ckpt.tar");
+    f.manager
+        .checkpoint(&id, &archive, Duration::ZERO)
+        .await
+        .expect("checkpoint");
+    let mut config = container("restored");
+    config.image = Some(cri_api::v1::ImageSpec {
+        image: archive.to_string_lossy().into_owned(),
+        ..Default::default()
+    });
+    f.journal.clear();
+    let err = f
+        .manager
+        .create(&pod_id, config, None)
+        .await
+        .expect_err("a restore under runc");
+    assert!(
+        matches!(&err, ContainerError::RestoreUnsupported { handler, .. } if handler == "runc"),
+        "{err}"
+    );
+    assert!(f.journal.entries().is_empty(), "nothing was made");
 }

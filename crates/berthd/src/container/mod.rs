@@ -52,8 +52,6 @@ pub struct ContainerManager {
     pub sandboxes: Arc<SandboxManager>,
     /// Persistent per-container dirs (the rootfs's upper and work dirs).
     pub layers_dir: PathBuf,
-    /// libcontainer's state root, shared by all shims.
-    pub runtime_root: PathBuf,
     /// Where each shim keeps its socket, pid and exit files.
     pub shims_dir: PathBuf,
     /// berth-shim, run through a view containers cannot write.

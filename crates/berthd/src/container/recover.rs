@@ -1,7 +1,9 @@
 //! Containers at start-up (see `crate::recovery`): a container directory
 //! without a record is a create that never finished, undone from its
-//! intent; shim dirs, layer dirs and libcontainer states no record names
-//! are swept.
+//! intent; shim dirs, layer dirs and runtime states no record names are
+//! swept (in the state roots berth owns). A container whose runtime
+//! handler is no longer configured is kept and reported, never taken for
+//! the default handler's.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ impl ContainerManager {
     /// many creates were undone and how many other leftovers were swept.
     pub async fn recover(&self) -> (usize, usize) {
         self.hold_recorded_layers().await;
+        self.report_unknown_handlers().await;
         let mut undone = 0;
         for id in self.store.unrecorded() {
             let bundle = self.store.record_dir(&id);
@@ -37,6 +40,29 @@ impl ContainerManager {
             undone += 1;
         }
         (undone, self.sweep_unnamed().await)
+    }
+
+    /// Containers whose handler the config no longer has: kept as they
+    /// are (their runtime and its state root are unknown), each logged as
+    /// an error naming it; removing one fails naming it too.
+    async fn report_unknown_handlers(&self) {
+        for handle in self.store.all() {
+            let record = handle.lock().await;
+            if self
+                .sandboxes
+                .runtime_handlers
+                .get(&record.runtime_handler)
+                .is_none()
+            {
+                tracing::error!(
+                    container = %record.id,
+                    handler = %record.runtime_handler,
+                    "recovery: the container's runtime handler is not configured \
+                     (runtime_handlers in the config); it is kept, but cannot be \
+                     removed without its shim until the handler is configured again"
+                );
+            }
+        }
     }
 
     /// Every container keeps its layers (records from before layers were
@@ -63,13 +89,26 @@ impl ContainerManager {
     }
 
     /// What a create may have made, in reverse: the shim and the
-    /// container's processes, its cgroup and libcontainer state, the
-    /// rootfs mount and the dirs. Returns whether the rootfs is unmounted.
+    /// container's processes, its cgroup and runtime state, the rootfs
+    /// mount and the dirs. Returns whether the rootfs is unmounted. A
+    /// create under a handler no longer configured is left alone (its
+    /// runtime state's root is unknown), logged as an error naming it.
     async fn undo_intent(&self, intent: &ContainerIntent) -> bool {
+        let Some(handler) = self.sandboxes.runtime_handlers.get(&intent.runtime_handler) else {
+            tracing::error!(
+                container = %intent.id,
+                handler = %intent.runtime_handler,
+                "recovery: an unfinished create under a runtime handler that is not configured \
+                 (runtime_handlers in the config) is left alone until it is configured again"
+            );
+            return false;
+        };
         tracing::info!(container = %intent.id, "recovery: undoing a create that never finished");
         self.shims.kill_unrecorded(&intent.shim_dir).await;
         self.remove_cgroup_of_unrecorded(&intent.cgroup_path);
-        remove_tree(&self.runtime_root.join(&intent.id));
+        if let Err(err) = handler.remove_state(&intent.id).await {
+            tracing::warn!(container = %intent.id, error = %err, "recovery: runtime state");
+        }
         if let Err(err) = self
             .mounts
             .unmount(&RootfsPaths::new(&intent.layer_dir, &intent.bundle))
@@ -97,9 +136,11 @@ impl ContainerManager {
         }
     }
 
-    /// Shim dirs, layer dirs and libcontainer states no record names: what
-    /// a RemoveContainer cut short had already moved out from under its
-    /// record. A shim still serving such a dir is killed first.
+    /// Shim dirs, layer dirs and runtime states no record names: what a
+    /// RemoveContainer cut short had already moved out from under its
+    /// record. A shim still serving such a dir is killed first. Runtime
+    /// states only in roots berth owns: a root the config names may hold
+    /// another runtime's containers.
     async fn sweep_unnamed(&self) -> usize {
         let mut shim_dirs = HashSet::new();
         for handle in self.store.all() {
@@ -123,26 +164,40 @@ impl ContainerManager {
                 swept += 1;
             }
         }
-        for base in [&self.layers_dir, &self.runtime_root] {
-            for dir in entries(base) {
+        for dir in entries(&self.layers_dir) {
+            let Some(name) = dir.file_name().and_then(|name| name.to_str()) else {
+                continue;
+            };
+            if ids.contains(name) {
+                continue;
+            }
+            tracing::info!(dir = %dir.display(), "recovery: dir no container names");
+            // A layer dir may hold idmapped views of image layers a crash
+            // left mid-mount: deleting through one would delete the
+            // image's files.
+            let paths = RootfsPaths::new(&dir, &self.store.record_dir(name));
+            if let Err(err) = self.mounts.unmount(&paths) {
+                tracing::warn!(dir = %dir.display(), error = %err, "recovery: unmount layer views");
+                continue;
+            }
+            remove_tree(&dir);
+            swept += 1;
+        }
+        for handler in self.sandboxes.runtime_handlers.all() {
+            if !handler.own_root {
+                continue;
+            }
+            for dir in entries(&handler.root) {
                 let Some(name) = dir.file_name().and_then(|name| name.to_str()) else {
                     continue;
                 };
                 if ids.contains(name) {
                     continue;
                 }
-                tracing::info!(dir = %dir.display(), "recovery: dir no container names");
-                // A layer dir may hold idmapped views of image layers a
-                // crash left mid-mount: deleting through one would
-                // delete the image's files.
-                if base == &self.layers_dir {
-                    let paths = RootfsPaths::new(&dir, &self.store.record_dir(name));
-                    if let Err(err) = self.mounts.unmount(&paths) {
-                        tracing::warn!(dir = %dir.display(), error = %err, "recovery: unmount layer views");
-                        continue;
-                    }
+                tracing::info!(dir = %dir.display(), handler = %handler.name, "recovery: runtime state no container names");
+                if let Err(err) = handler.remove_state(name).await {
+                    tracing::warn!(dir = %dir.display(), error = %err, "recovery: remove dir");
                 }
-                remove_tree(&dir);
                 swept += 1;
             }
         }

@@ -57,20 +57,28 @@ impl ContainerManager {
 
     /// What the shim's delete would have removed, for a container whose
     /// shim is gone or refused: the shim if it still runs, the cgroup
-    /// (killed first; under systemd its scope) and libcontainer's state.
+    /// (killed first; under systemd its scope) and its runtime's state,
+    /// in its handler's state root. A handler no longer configured leaves
+    /// that root unknown: the container is kept, the error names it.
     async fn delete_without_shim(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+        let handler = self
+            .sandboxes
+            .runtime_handlers
+            .get(&record.runtime_handler)
+            .ok_or_else(|| ContainerError::UnknownRuntimeHandler {
+                what: format!("container {}", record.id),
+                handler: record.runtime_handler.clone(),
+                action: "remove it",
+            })?;
         self.shims.kill_unrecorded(&record.shim_dir).await;
         self.kill_cgroup(record).await?;
         self.on_cgroup(record, "removing a cgroup", |cgroups, path| {
             cgroups.remove(path)
         })
         .await?;
-        match std::fs::remove_dir_all(self.runtime_root.join(&record.id)) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(ContainerError::io(
-                "removing the container's runtime state",
-                err,
-            )),
-            _ => Ok(()),
-        }
+        handler
+            .remove_state(&record.id)
+            .await
+            .map_err(|err| ContainerError::io("removing the container's runtime state", err))
     }
 }

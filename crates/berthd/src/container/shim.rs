@@ -21,7 +21,11 @@ pub struct ShimLaunch<'a> {
     pub binary: &'a crate::helper_binary::HelperBinary,
     pub id: &'a str,
     pub bundle: &'a Path,
+    /// The runtime's state root (`--root` of a runtime binary).
     pub state_root: &'a Path,
+    /// The OCI runtime binary the shim drives (its `--runtime-binary`);
+    /// None: libcontainer inside the shim, the default handler.
+    pub runtime_binary: Option<&'a Path>,
     pub dir: &'a Path,
     pub log: Option<&'a Path>,
     pub tty: bool,
@@ -57,6 +61,9 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
         .arg(launch.state_root)
         .arg("--dir")
         .arg(launch.dir);
+    if let Some(runtime) = launch.runtime_binary {
+        command.arg("--runtime-binary").arg(runtime);
+    }
     if let Some(log) = launch.log {
         command.arg("--log").arg(log);
     }
@@ -337,6 +344,7 @@ mod tests {
             id: "c1",
             bundle: tmp.path(),
             state_root: tmp.path(),
+            runtime_binary: None,
             dir: &dir,
             log: None,
             tty: false,

@@ -47,6 +47,10 @@ pub struct ContainerRecord {
     pub pid: i32,
     /// Signal StopContainer sends first (the image's STOPSIGNAL, else SIGTERM).
     pub stop_signal: i32,
+    /// The RuntimeClass handler whose runtime runs it (its pod's; `""`:
+    /// the default, libcontainer in the shim): where its runtime state is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime_handler: String,
     /// The checkpoint archive the container was created from: its start
     /// restores the checkpoint's processes instead of running its command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -144,6 +148,7 @@ mod tests {
             pid: 1,
             stop_signal: 15,
             restore_from: None,
+            runtime_handler: String::new(),
         }
     }
 

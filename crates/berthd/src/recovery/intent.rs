@@ -48,8 +48,12 @@ pub struct ContainerIntent {
     pub layer_dir: PathBuf,
     /// The shim's directory: its pid files name the shim to kill.
     pub shim_dir: PathBuf,
-    /// The container's cgroup, as libcontainer makes it.
+    /// The container's cgroup, as the runtime makes it.
     pub cgroup_path: String,
+    /// Its pod's runtime handler (`""`: the default): which runtime's
+    /// state root may hold its state.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime_handler: String,
 }
 
 /// Errors of intent files.
@@ -133,6 +137,7 @@ mod tests {
             layer_dir: "/var/lib/berth/containers/c1".into(),
             shim_dir: "/run/berth/shims/c1".into(),
             cgroup_path: "/berth/c1".into(),
+            runtime_handler: "runc".into(),
         }
     }
 
@@ -142,6 +147,7 @@ mod tests {
         write(dir.path(), &container_intent()).unwrap();
         let back: ContainerIntent = read(dir.path()).unwrap().unwrap();
         assert_eq!(back.cgroup_path, "/berth/c1");
+        assert_eq!(back.runtime_handler, "runc");
         assert_eq!(back.shim_dir, Path::new("/run/berth/shims/c1"));
     }
 

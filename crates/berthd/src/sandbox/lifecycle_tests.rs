@@ -13,6 +13,7 @@ use cri_api::v1::{PodSandboxConfig, PodSandboxMetadata};
 use super::store::{SandboxState, SandboxStore};
 use super::{SandboxError, SandboxManager};
 use crate::fakes::{FakeNamespaces, FakeNetwork, Journal};
+use crate::runtime_handlers::RuntimeHandlers;
 
 pub(crate) struct Fixture {
     pub manager: Arc<SandboxManager>,
@@ -22,6 +23,14 @@ pub(crate) struct Fixture {
 }
 
 pub(crate) fn fixture() -> Fixture {
+    fixture_with_handlers(|_, handlers| handlers)
+}
+
+/// As [`fixture`], with the handlers `handlers` makes of the default one
+/// (given the fixture's dir).
+pub(crate) fn fixture_with_handlers(
+    handlers: impl FnOnce(&Path, RuntimeHandlers) -> RuntimeHandlers,
+) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let journal = Journal::new();
     let cgroups = Arc::new(FakeManager::new());
@@ -40,7 +49,16 @@ pub(crate) fn fixture() -> Fixture {
         }),
         ns_dir: dir.path().join("ns"),
         cgroup_lock: std::sync::Mutex::new(()),
-        runtime_handlers: vec![],
+        runtime_handlers: Arc::new(handlers(
+            dir.path(),
+            RuntimeHandlers::default_only(
+                dir.path().join("state/runtime"),
+                &crate::kernel_features::KernelFeatures {
+                    recursive_read_only: true,
+                    user_namespaces: true,
+                },
+            ),
+        )),
         user_namespaces: true,
         lsm: berth_spec::LsmHost::default(),
         pod_cidr: std::sync::RwLock::new(None),

@@ -44,8 +44,8 @@ pub struct SandboxManager {
     /// removing cgroups and unused parents, so a parent is never removed
     /// between being ensured and receiving its child.
     pub cgroup_lock: std::sync::Mutex<()>,
-    /// Handler names accepted besides the default `""`.
-    pub runtime_handlers: Vec<String>,
+    /// The handlers pods may name: the default `""` and the configured ones.
+    pub runtime_handlers: Arc<crate::runtime_handlers::RuntimeHandlers>,
     /// Whether this host can run pods in a user namespace (see
     /// `berth_spec::userns::kernel_supports_userns`).
     pub user_namespaces: bool,

@@ -14,6 +14,7 @@ impl SandboxManager {
     /// Undoes unfinished runs and releases unnamed pins; returns how many
     /// runs were undone and how many other leftovers were swept.
     pub async fn recover(&self) -> (usize, usize) {
+        self.report_unknown_handlers().await;
         let mut undone = 0;
         for id in self.store.unrecorded() {
             let dir = self.store.record_dir(&id);
@@ -30,6 +31,24 @@ impl SandboxManager {
             undone += 1;
         }
         (undone, self.release_unnamed_pins())
+    }
+
+    /// Pods whose runtime handler the config no longer has are kept (they
+    /// are stopped and removed as any other; their containers' runtime is
+    /// unknown), each logged as an error naming it, never taken for the
+    /// default handler.
+    async fn report_unknown_handlers(&self) {
+        for handle in self.store.all() {
+            let record = handle.lock().await;
+            if self.runtime_handlers.get(&record.runtime_handler).is_none() {
+                tracing::error!(
+                    sandbox = %record.id,
+                    handler = %record.runtime_handler,
+                    "recovery: the pod's runtime handler is not configured (runtime_handlers \
+                     in the config); the pod is kept, no container can be created in it"
+                );
+            }
+        }
     }
 
     /// What a run may have made, in reverse: processes, network, mounts,

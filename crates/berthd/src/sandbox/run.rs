@@ -78,12 +78,7 @@ impl SandboxManager {
         runtime_handler: &str,
     ) -> Result<String, SandboxError> {
         let metadata = config.metadata.clone().unwrap_or_default();
-        if !runtime_handler.is_empty()
-            && !self
-                .runtime_handlers
-                .iter()
-                .any(|name| name == runtime_handler)
-        {
+        if self.runtime_handlers.get(runtime_handler).is_none() {
             return Err(SandboxError::UnknownRuntimeHandler {
                 handler: runtime_handler.to_string(),
             });

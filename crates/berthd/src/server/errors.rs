@@ -58,7 +58,9 @@ fn container_code(err: &ContainerError) -> Code {
         | CheckpointUnavailable { .. }
         | CheckpointImageRefused { .. }
         | CheckpointLocation { .. }
-        | UpdateRefused { .. } => Code::FailedPrecondition,
+        | UpdateRefused { .. }
+        | UnknownRuntimeHandler { .. }
+        | RestoreUnsupported { .. } => Code::FailedPrecondition,
         DidNotStop { .. }
         | CheckpointFailed { .. }
         | ShimUnreachable { .. }

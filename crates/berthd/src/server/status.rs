@@ -12,6 +12,7 @@ use cri_api::v1::{
 
 use super::CriService;
 use crate::kernel_features::KernelFeatures;
+use crate::runtime_handlers::RuntimeHandlers;
 use berth_network::cni::config_files;
 
 /// Condition types kubelet requires (CRI constants).
@@ -37,7 +38,7 @@ impl CriService {
                 conditions: vec![runtime_condition(), network_condition(&config.cni.conf_dir)],
             }),
             info,
-            runtime_handlers: runtime_handlers(&config.runtime_handlers, &self.context().kernel),
+            runtime_handlers: runtime_handlers(&self.context().sandboxes.runtime_handlers),
             features: runtime_features(&self.context().kernel),
         }
     }
@@ -99,16 +100,17 @@ fn network_condition(conf_dir: &Path) -> RuntimeCondition {
 /// The handlers `RunPodSandbox` accepts. The empty name is the default
 /// handler, which kubelet uses when a pod names no RuntimeClass.
 /// Recursive read-only mounts are advertised only where the kernel makes
-/// them (Linux 5.12), as kubelet then sends them; user namespaces when the
-/// host can make them (kubelet refuses `hostUsers: false` pods otherwise).
-fn runtime_handlers(configured: &[String], kernel: &KernelFeatures) -> Vec<RuntimeHandler> {
-    std::iter::once(String::new())
-        .chain(configured.iter().cloned())
-        .map(|name| RuntimeHandler {
-            name,
+/// them (Linux 5.12) and the handler's runtime does, as kubelet then sends
+/// them; user namespaces likewise (kubelet refuses `hostUsers: false` pods
+/// otherwise). See `crate::runtime_handlers`.
+fn runtime_handlers(handlers: &RuntimeHandlers) -> Vec<RuntimeHandler> {
+    handlers
+        .all()
+        .map(|handler| RuntimeHandler {
+            name: handler.name.clone(),
             features: Some(RuntimeHandlerFeatures {
-                recursive_read_only_mounts: kernel.recursive_read_only,
-                user_namespaces: kernel.user_namespaces,
+                recursive_read_only_mounts: handler.features.recursive_read_only_mounts,
+                user_namespaces: handler.features.user_namespaces,
             }),
         })
         .collect()
@@ -135,19 +137,28 @@ mod tests {
     }
 
     #[test]
-    fn every_handler_reports_what_the_kernel_can_do() {
+    fn every_handler_reports_its_own_features() {
         let kernel = KernelFeatures {
             recursive_read_only: false,
             user_namespaces: true,
         };
-        let handlers = runtime_handlers(&["kata".to_string()], &kernel);
+        let handlers = RuntimeHandlers::default_only("/run/b/runtime".into(), &kernel).with(
+            crate::runtime_handlers::RuntimeHandler {
+                name: "runc".into(),
+                binary: Some("/usr/sbin/runc".into()),
+                root: "/run/b/runtimes/runc".into(),
+                own_root: true,
+                features: Default::default(),
+            },
+        );
+        let handlers = runtime_handlers(&handlers);
         let names: Vec<&str> = handlers.iter().map(|h| h.name.as_str()).collect();
-        assert_eq!(names, ["", "kata"]);
-        for handler in &handlers {
-            let features = handler.features.as_ref().unwrap();
-            assert!(!features.recursive_read_only_mounts);
-            assert!(features.user_namespaces);
-        }
+        assert_eq!(names, ["", "runc"]);
+        let default = handlers[0].features.as_ref().unwrap();
+        assert!(!default.recursive_read_only_mounts);
+        assert!(default.user_namespaces);
+        let runc = handlers[1].features.as_ref().unwrap();
+        assert!(!runc.recursive_read_only_mounts && !runc.user_namespaces);
     }
 
     #[test]

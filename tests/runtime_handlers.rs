@@ -1,0 +1,361 @@
+//! RuntimeClass handlers through a real berthd: a pod whose handler is
+//! `runc` has its containers made by runc 1.5.2 (runc's own state root
+//! knows them, and their init is the process runc reports), exec and logs
+//! work, and stop and remove leave nothing in runc's root; a pod of the
+//! default handler never reaches runc. Start-up refuses the old list form
+//! and a handler whose runtime is missing, naming them.
+//!
+//! runc is the one `scripts/containerd/install.sh` builds
+//! (`/usr/local/lib/berth-containerd/v2.4.2/runc`), or `BERTH_TEST_RUNC`;
+//! without it the runc test says so and does not run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use std::time::{Duration, Instant};
+
+use berth_tests::host::{log_tail, processes_with, sigkill};
+use berth_tests::node::Node;
+use berth_tests::pods::{container_config, pod_config, Harness};
+use berth_tests::Sandbox;
+use cri_api::v1::{
+    ContainerState, CreateContainerRequest, ExecSyncRequest, ListContainersRequest,
+    ListPodSandboxRequest, NamespaceMode, PodSandboxConfig, RunPodSandboxRequest, StatusRequest,
+};
+
+/// runc as `scripts/containerd/install.sh` installs it, or
+/// `BERTH_TEST_RUNC`.
+fn runc() -> Option<PathBuf> {
+    let path: PathBuf = std::env::var_os("BERTH_TEST_RUNC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/local/lib/berth-containerd/v2.4.2/runc".into());
+    path.exists().then_some(path)
+}
+
+/// `runc --root <root> <args>`, which must succeed; its stdout.
+fn runc_says(runc: &Path, root: &Path, args: &[&str]) -> String {
+    let output = Command::new(runc)
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("run runc");
+    assert!(
+        output.status.success(),
+        "runc {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The containers runc's root holds, by id.
+fn runc_ids(runc: &Path, root: &Path) -> Vec<String> {
+    let list = runc_says(runc, root, &["list", "--format", "json"]);
+    let list: serde_json::Value = serde_json::from_str(list.trim()).unwrap_or_default();
+    list.as_array()
+        .map(|all| {
+            all.iter()
+                .filter_map(|c| c["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_with_handler_runc_runs_under_runc() {
+    let Some(runc) = runc() else {
+        eprintln!(
+            "skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)"
+        );
+        return;
+    };
+    let node = Node::start_with(
+        &format!(
+            "[runtime_handlers.runc]\nruntime_path = \"{}\"\n",
+            runc.display()
+        ),
+        &[],
+    );
+    let harness = Harness::start_on(node).await;
+    let root = harness.berthd.sandbox.state().join("runtimes/runc");
+    let mut client = harness.client().await;
+
+    // Status lists the handler with what runc says it supports.
+    let status = client
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    let handler = status
+        .runtime_handlers
+        .iter()
+        .find(|h| h.name == "runc")
+        .expect("handler runc in Status");
+    let features = handler.features.expect("features");
+    assert!(
+        features.recursive_read_only_mounts && features.user_namespaces,
+        "{features:?}"
+    );
+
+    let config = pod_config(
+        "fast",
+        &harness.parent("fast"),
+        &harness.log_dir("fast"),
+        NamespaceMode::Pod,
+    );
+    let pod = client
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: "runc".into(),
+        })
+        .await
+        .unwrap_or_else(|status| panic!("RunPodSandbox: {status:?}\n{}", log_tail(&harness.berthd)))
+        .into_inner()
+        .pod_sandbox_id;
+    let id = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config(
+                "app",
+                &harness.image,
+                &["sh", "-c", "echo started under a handler; exec sleep 3600"],
+            ),
+        )
+        .await;
+
+    // runc made it: its root has the container, running, and the pid it
+    // reports is the container's `sleep`.
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
+    let state: serde_json::Value =
+        serde_json::from_str(&runc_says(&runc, &root, &["state", &id])).expect("runc state");
+    assert_eq!(state["status"], "running", "{state}");
+    let pid = state["pid"].as_i64().expect("pid");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the init runs");
+    assert_eq!(
+        String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
+        "sleep 3600"
+    );
+
+    // Exec and logs.
+    let exec = client
+        .exec_sync(ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["sh".into(), "-c".into(), "echo exec $$; exit 3".into()],
+            timeout: 20,
+        })
+        .await
+        .expect("ExecSync")
+        .into_inner();
+    assert_eq!(exec.exit_code, 3);
+    assert!(
+        String::from_utf8_lossy(&exec.stdout).starts_with("exec "),
+        "{exec:?}"
+    );
+    let log = std::fs::read_to_string(harness.log_dir("fast").join("app.log")).expect("log");
+    assert!(log.contains("stdout F started under a handler"), "{log}");
+
+    // A pod of the default handler never reaches runc.
+    let (plain, plain_config) = harness.run_pod("plain", NamespaceMode::Pod).await;
+    let other = harness
+        .run_container(
+            &plain,
+            &plain_config,
+            container_config("app", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
+    assert!(harness
+        .berthd
+        .sandbox
+        .state()
+        .join("runtime")
+        .join(&other)
+        .exists());
+
+    // Stop and remove: runc's root is left empty.
+    harness.stop_container(&id, 10).await;
+    harness
+        .wait_state(&id, ContainerState::ContainerExited)
+        .await;
+    harness.remove_container(&id).await;
+    assert!(runc_ids(&runc, &root).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .expect("runc root")
+        .flatten()
+        .map(|entry| entry.file_name())
+        .collect();
+    assert!(left.is_empty(), "runc's root keeps {left:?}");
+
+    // A second container in the pod, removed with the pod.
+    let again = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config("again", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+    assert_eq!(runc_ids(&runc, &root), [again]);
+    harness.remove_pod(&pod).await;
+    harness.remove_pod(&plain).await;
+    assert!(runc_ids(&runc, &root).is_empty());
+    assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
+}
+
+/// A pod named `name` under handler runc, with its config.
+async fn runc_pod(harness: &Harness, name: &str) -> (String, PodSandboxConfig) {
+    let config = pod_config(
+        name,
+        &harness.parent(name),
+        &harness.log_dir(name),
+        NamespaceMode::Pod,
+    );
+    let id = harness
+        .client()
+        .await
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: "runc".into(),
+        })
+        .await
+        .unwrap_or_else(|status| panic!("RunPodSandbox: {status:?}\n{}", log_tail(&harness.berthd)))
+        .into_inner()
+        .pod_sandbox_id;
+    (id, config)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_handler() {
+    let Some(runc) = runc() else {
+        eprintln!(
+            "skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)"
+        );
+        return;
+    };
+    let handler_table = format!(
+        "[runtime_handlers.runc]\nruntime_path = \"{}\"\n",
+        runc.display()
+    );
+    let node = Node::start_with(&handler_table, &[]);
+    let mut harness = Harness::start_on(node).await;
+    let root = harness.berthd.sandbox.state().join("runtimes/runc");
+    let (pod, config) = runc_pod(&harness, "kept").await;
+    let marker = format!("7{}", std::process::id());
+    let id = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config("app", &harness.image, &["sleep", &marker]),
+        )
+        .await;
+
+    // A restart finds it running, under runc.
+    harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    harness
+        .wait_state(&id, ContainerState::ContainerRunning)
+        .await;
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
+
+    // Its shim killed: stopped through its cgroup, removed through runc.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(&["sleep", &marker]).is_empty() {
+        assert!(Instant::now() < deadline, "the container never ran sleep");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let shims = processes_with(&["berth-shim", &id]);
+    assert_eq!(shims.len(), 1, "{shims:?}");
+    sigkill(shims[0]);
+    while !processes_with(&["berth-shim", &id]).is_empty() {
+        assert!(Instant::now() < deadline, "the shim did not die");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    harness.stop_container(&id, 10).await;
+    assert!(processes_with(&["sleep", &marker]).is_empty());
+    harness.remove_container(&id).await;
+    assert!(runc_ids(&runc, &root).is_empty(), "runc still knows {id}");
+    assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
+
+    // A container, then a restart whose config lost the handler: the pod
+    // and the container are kept, nothing is made under another runtime.
+    let second = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config("second", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+    let config_path = harness.berthd.sandbox.config_path();
+    let full = std::fs::read_to_string(&config_path).expect("config");
+    std::fs::write(&config_path, full.replace(&handler_table, "")).expect("config");
+    harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    let log = harness.berthd.log_text();
+    assert!(
+        log.contains("runtime handler is not configured") && log.contains("handler=runc"),
+        "{log}"
+    );
+    let mut client = harness.client().await;
+    let pods = client
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .expect("ListPodSandbox")
+        .into_inner()
+        .items;
+    assert!(pods
+        .iter()
+        .any(|p| p.id == pod && p.runtime_handler == "runc"));
+    let containers = client
+        .list_containers(ListContainersRequest::default())
+        .await
+        .expect("ListContainers")
+        .into_inner()
+        .containers;
+    assert!(containers.iter().any(|c| c.id == second));
+    let err = client
+        .create_container(CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(container_config("third", &harness.image, &["sleep", "1"])),
+            sandbox_config: Some(config.clone()),
+        })
+        .await
+        .expect_err("a container under an unconfigured handler");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("\"runc\""), "{err:?}");
+    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&second));
+
+    // Configured again: removed as any other, runc's root left empty.
+    std::fs::write(&config_path, &full).expect("config");
+    harness
+        .berthd
+        .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
+    harness.remove_pod(&pod).await;
+    assert!(runc_ids(&runc, &root).is_empty());
+    assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
+}
+
+#[test]
+fn start_up_refuses_the_old_list_and_a_missing_runtime() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.write_config("runtime_handlers = [\"runsc\"]");
+    let output = sandbox.run_to_end(&config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("`runtime_handlers`"), "{stderr}");
+    assert!(stderr.contains("[runtime_handlers.runsc]"), "{stderr}");
+    assert!(!sandbox.socket().exists(), "no socket when start-up fails");
+
+    let missing = sandbox.dir.path().join("no-runsc");
+    let config = sandbox.write_config(&format!(
+        "[runtime_handlers.runsc]\nruntime_path = \"{}\"",
+        missing.display()
+    ));
+    let output = sandbox.run_to_end(&config, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("runtime_path"), "{stderr}");
+    assert!(stderr.contains("\"runsc\""), "{stderr}");
+    assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+}
