@@ -98,7 +98,7 @@ impl CriService {
                 memory: usage.memory,
                 network: network
                     .as_ref()
-                    .map(|net| network_usage(net.at, &net.counters)),
+                    .and_then(|net| network_usage(net.at, &net.counters)),
                 process,
                 containers: container_stats,
                 io: usage.io,
@@ -187,18 +187,23 @@ fn interface_usage(counters: &InterfaceCounters) -> NetworkInterfaceUsage {
 }
 
 /// CRI network usage; the default interface is the default route's, else
-/// `eth0` (the name CNI plugins give the pod's interface).
-pub(super) fn network_usage(at: i64, counters: &NetCounters) -> NetworkUsage {
+/// `eth0` (the name CNI plugins give the pod's interface). None without
+/// that interface (a pod whose CNI DEL has run, or with only `lo`):
+/// kubelet reads the default interface of any network usage it gets
+/// without a nil check (1.37's criInterfaceToSummary panics), and
+/// containerd too reports no network then.
+pub(super) fn network_usage(at: i64, counters: &NetCounters) -> Option<NetworkUsage> {
     let default_name = counters.default_interface.as_deref().unwrap_or("eth0");
-    NetworkUsage {
+    let default_interface = counters
+        .interfaces
+        .iter()
+        .find(|iface| iface.name == default_name)
+        .map(interface_usage)?;
+    Some(NetworkUsage {
         timestamp: at,
-        default_interface: counters
-            .interfaces
-            .iter()
-            .find(|iface| iface.name == default_name)
-            .map(interface_usage),
+        default_interface: Some(default_interface),
         interfaces: counters.interfaces.iter().map(interface_usage).collect(),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -219,8 +224,8 @@ mod tests {
             interfaces: vec![iface("eth0", 1), iface("net1", 2)],
             default_interface: Some("net1".into()),
         };
-        let usage = network_usage(3, &counters);
-        assert_eq!(usage.default_interface.unwrap().name, "net1");
+        let usage = network_usage(3, &counters).expect("usage");
+        assert_eq!(usage.default_interface.expect("default").name, "net1");
         assert_eq!(usage.interfaces.len(), 2);
         let counters = NetCounters {
             default_interface: None,
@@ -228,10 +233,26 @@ mod tests {
         };
         assert_eq!(
             network_usage(3, &counters)
-                .default_interface
-                .unwrap()
+                .and_then(|usage| usage.default_interface)
+                .expect("eth0")
                 .rx_bytes,
             Some(UInt64Value { value: 1 })
         );
+    }
+
+    #[test]
+    fn no_network_usage_without_the_default_interface() {
+        // A pod whose CNI DEL has run keeps only lo; one whose route names
+        // an interface that is gone has none to report either.
+        let only_lo = NetCounters {
+            interfaces: vec![iface("lo", 1)],
+            default_interface: None,
+        };
+        assert!(network_usage(3, &only_lo).is_none());
+        let gone = NetCounters {
+            interfaces: vec![iface("eth0", 1)],
+            default_interface: Some("net1".into()),
+        };
+        assert!(network_usage(3, &gone).is_none());
     }
 }
