@@ -134,6 +134,17 @@ async fn copy_session(
     drop(io.stdin);
     drop(io.stdout);
     drop(io.pty);
+    // Sizes sent before the session opened (crictl and kubectl send the
+    // terminal's as they start) are set before any input reaches the
+    // process: one that reads and then asks its size gets it, not 0x0.
+    let mut resize = resize;
+    if let (Some(rx), Some(pty)) = (resize.as_mut(), resize_fd.as_ref()) {
+        while let Ok(size) = rx.try_recv() {
+            if let Err(err) = set_window_size(pty.fd(), size.width, size.height) {
+                tracing::debug!(%err, "resizing an exec terminal");
+            }
+        }
+    }
 
     let exit = async {
         let mut line = Vec::new();
