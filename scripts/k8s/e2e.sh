@@ -27,6 +27,10 @@
 #   BERTH_K8S_REGISTRY         HOST:PORT of a registry that already holds the
 #                              test images (scripts/images/build.sh); by default
 #                              the stage starts its own and builds them
+#   BERTH_K8S_RUNC             runc for the RuntimeClass handler "runc"
+#                              (default: BERTH_TEST_RUNC, which
+#                              scripts/test.sh sets); without it the
+#                              runtime-class-runc scenario is left out
 #   Ports on 127.0.0.1, each movable: BERTH_K8S_ETCD_PORT (23790),
 #   BERTH_K8S_ETCD_PEER_PORT (23800), BERTH_K8S_APISERVER_PORT (16443),
 #   BERTH_K8S_KUBELET_PORT (20250), BERTH_K8S_KUBELET_HEALTHZ_PORT (20248),
@@ -49,6 +53,8 @@ REGISTRY="${BERTH_K8S_REGISTRY:-localhost:$REGISTRY_PORT}"
 CGROUP_DRIVER="${BERTH_K8S_CGROUP_DRIVER:-cgroupfs}"
 START_TIMEOUT="${BERTH_K8S_START_TIMEOUT:-120}"
 NODE_IP="${BERTH_K8S_NODE_IP:-}"
+RUNC="${BERTH_K8S_RUNC:-${BERTH_TEST_RUNC:-}}"
+[[ -z "$RUNC" || -x "$RUNC" ]] || { echo "k8s-e2e: runc $RUNC is not executable" >&2; exit 1; }
 # The API server dials kubelet by the node's Hostname address, so the node
 # is named after a host name that resolves to loopback.
 NODE=localhost

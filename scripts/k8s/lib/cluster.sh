@@ -153,8 +153,9 @@ start_berthd() {
     "$CNI_SUBNET" "$WORK/cni-ipam"
   # Checkpoint images come back as pods here (80-checkpoint.sh).
   echo 'allow_checkpoint_images = true' >"$WORK/berthd.toml"
+  # The RuntimeClass handler "runc" (runtime-class-runc scenario).
   write_berthd_config "$WORK/berthd.toml.tables" "$CGROUP_DRIVER" "$WORK/net.d" "$REGISTRY" \
-    '[stream]\naddress = "127.0.0.1"'
+    "[stream]\naddress = \"127.0.0.1\"${RUNC:+\n[runtime_handlers.runc]\nruntime_path = \"$RUNC\"}"
   cat "$WORK/berthd.toml.tables" >>"$WORK/berthd.toml"
   # The state dir on a tmpfs of its own, as /run is on a node (shims then
   # create containers in a trimmed mount table); cleanup unmounts it.
