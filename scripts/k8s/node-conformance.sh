@@ -38,7 +38,29 @@
 #   BERTH_NODE_CONFORMANCE_NODES ginkgo's parallel nodes (default 8)
 #   BERTH_NODE_CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 2h)
 #   BERTH_NODE_CONFORMANCE_KEEP=1   keep the work dir (logs, report)
+#   BERTH_NODE_CONFORMANCE_LOGS_TO  a directory the logs and the report are
+#                                copied to at the end
 #   BERTH_NODE_CONFORMANCE_REGISTRY_PORT  local registry port (default 5000)
+#
+# On a disposable node (the systemd + cgroup v2 guest of scripts/vm/, whose
+# in-guest/node-conformance.sh sets these):
+#   BERTH_NODE_CONFORMANCE_DISPOSABLE=1  kubelet runs as the suite starts it
+#                                where systemd is PID 1 (a systemd-run unit, in
+#                                the machine's own mount namespace, as on
+#                                upstream's nodes) and may set the kernel
+#                                sysctls it checks: nothing is masked
+#   BERTH_NODE_CONFORMANCE_CGROUP_DRIVER  cgroupfs (default) or systemd, for
+#                                kubelet and berthd alike
+#   BERTH_NODE_CONFORMANCE_REGISTRY  host:port of a registry that already
+#                                holds the stand-in images (none is started)
+#   BERTH_NODE_E2E_BIN           a directory holding e2e_node.test, ginkgo
+#                                and kubelet, used as it is (nothing built)
+#   BERTH_NODE_CONFORMANCE_NODE_IP  kubelet's --node-ip (a node without a
+#                                default route)
+#   BERTH_NODE_CONFORMANCE_EXPECTED  the expected-failures list (default
+#                                tests/node-conformance-expected-failures.txt)
+#   BERTH_TEST_RUNC              the runc test-handler runs (default: the one
+#                                scripts/containerd/install.sh pins)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 K8S_LIB="$repo/scripts/k8s/lib"
@@ -50,7 +72,18 @@ NODES="${BERTH_NODE_CONFORMANCE_NODES:-8}"
 TIMEOUT="${BERTH_NODE_CONFORMANCE_TIMEOUT:-2h}"
 REGISTRY_PORT="${BERTH_NODE_CONFORMANCE_REGISTRY_PORT:-5000}"
 REGISTRY="localhost:$REGISTRY_PORT"
-EXPECTED="$repo/tests/node-conformance-expected-failures.txt"
+PRELOADED_REGISTRY="${BERTH_NODE_CONFORMANCE_REGISTRY:-}"
+[[ -n "$PRELOADED_REGISTRY" ]] && REGISTRY="$PRELOADED_REGISTRY"
+DISPOSABLE="${BERTH_NODE_CONFORMANCE_DISPOSABLE:-0}"
+DRIVER="${BERTH_NODE_CONFORMANCE_CGROUP_DRIVER:-cgroupfs}"
+case "$DRIVER" in
+  cgroupfs | systemd) ;;
+  *)
+    echo "node-conformance: BERTH_NODE_CONFORMANCE_CGROUP_DRIVER must be cgroupfs or systemd, not $DRIVER" >&2
+    exit 2
+    ;;
+esac
+EXPECTED="${BERTH_NODE_CONFORMANCE_EXPECTED:-$repo/tests/node-conformance-expected-failures.txt}"
 CNI_BRIDGE=berth-nc0
 CNI_SUBNET=10.91.0.0/24
 # The node is named after this host, as upstream's runner does; the API
@@ -118,7 +151,9 @@ if ! flock -n 9; then
   flock 9
 fi
 # The API server's and kubelet's ports (the suite's defaults) and the registry's.
-for port in 6443 10248 10250 10255 "$REGISTRY_PORT"; do
+ports=(6443 10248 10250 10255)
+[[ -z "$PRELOADED_REGISTRY" ]] && ports+=("$REGISTRY_PORT")
+for port in "${ports[@]}"; do
   if ss -Hltn "sport = :$port" | grep -q .; then
     log "port $port is in use"
     exit 1
@@ -126,7 +161,17 @@ for port in 6443 10248 10250 10255 "$REGISTRY_PORT"; do
 done
 host_check_clean
 
-K8S_BIN="$(nice -n 10 bash "$repo/scripts/k8s/install-node-e2e.sh" "$VERSION")"
+if [[ -n "${BERTH_NODE_E2E_BIN:-}" ]]; then
+  K8S_BIN="$BERTH_NODE_E2E_BIN"
+  for b in e2e_node.test ginkgo kubelet; do
+    [[ -x "$K8S_BIN/$b" ]] || {
+      log "no $b in BERTH_NODE_E2E_BIN=$K8S_BIN"
+      exit 1
+    }
+  done
+else
+  K8S_BIN="$(nice -n 10 bash "$repo/scripts/k8s/install-node-e2e.sh" "$VERSION")"
+fi
 WORK="$(mktemp -d /tmp/berth-node-conformance.XXXXXX)"
 # Searchable by others: a hostUsers: false pod's rootfs is opened from its
 # user namespace through berthd's state dir below.
@@ -167,6 +212,11 @@ cleanup() {
     rmdir /var/lib/kubelet || log "/var/lib/kubelet is not empty; left in place"
   fi
   remove_new_link "$WORK" "$CNI_BRIDGE"
+  if [[ -n "${BERTH_NODE_CONFORMANCE_LOGS_TO:-}" ]]; then
+    mkdir -p "$BERTH_NODE_CONFORMANCE_LOGS_TO"
+    cp -r "$WORK/logs" "$WORK/report" "$BERTH_NODE_CONFORMANCE_LOGS_TO/" ||
+      log "cannot copy the logs to $BERTH_NODE_CONFORMANCE_LOGS_TO"
+  fi
   if [[ "${BERTH_NODE_CONFORMANCE_KEEP:-0}" == 1 ]]; then
     log "work dir kept: $WORK"
   elif findmnt -rn -o TARGET | grep -q "^$WORK/"; then
@@ -182,17 +232,25 @@ trap 'exit 130' INT TERM
 
 start=$SECONDS
 log "work dir $WORK; binaries from $K8S_BIN"
-log "starting the local registry on $REGISTRY and pushing the stand-in images"
-BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
-  bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
-  cat "$WORK/logs/registry-start.log" >&2
-  exit 1
-}
-bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN" >"$WORK/logs/images.log" 2>&1 || {
-  tail -n 30 "$WORK/logs/images.log" >&2
-  exit 1
-}
-log "images pushed in $((SECONDS - start)) s"
+if [[ -n "$PRELOADED_REGISTRY" ]]; then
+  curl -fsS -o /dev/null --max-time 5 "http://$REGISTRY/v2/" || {
+    log "no registry answers on http://$REGISTRY/v2/ (BERTH_NODE_CONFORMANCE_REGISTRY)"
+    exit 1
+  }
+  log "images from the registry at $REGISTRY"
+else
+  log "starting the local registry on $REGISTRY and pushing the stand-in images"
+  BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
+    bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
+    cat "$WORK/logs/registry-start.log" >&2
+    exit 1
+  }
+  bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN" >"$WORK/logs/images.log" 2>&1 || {
+    tail -n 30 "$WORK/logs/images.log" >&2
+    exit 1
+  }
+  log "images pushed in $((SECONDS - start)) s"
+fi
 
 # One CNI network for either runtime.
 mkdir -p "$WORK/net.d"
@@ -204,11 +262,11 @@ HANDLER=test-handler
 if [[ "$RUNTIME" == berth ]]; then
   # berthd runs from a copy, with the helpers it execs from its directory.
   cp "$BERTHD" "$(dirname "$BERTHD")/berth-shim" "$(dirname "$BERTHD")/berth-pinns" "$WORK/bin/"
-  write_berthd_config "$WORK/berthd.toml.tables" cgroupfs "$WORK/net.d" "$REGISTRY" \
+  write_berthd_config "$WORK/berthd.toml.tables" "$DRIVER" "$WORK/net.d" "$REGISTRY" \
     '[stream]\naddress = "127.0.0.1"'
   # As on containerd, the handler runs runc (the version
   # scripts/containerd/install.sh pins, built when missing).
-  RUNC="$(bash "$repo/scripts/containerd/install.sh")/runc"
+  RUNC="${BERTH_TEST_RUNC:-$(bash "$repo/scripts/containerd/install.sh")/runc}"
   {
     cat "$WORK/berthd.toml.tables"
     printf '\n[runtime_handlers.%s]\nruntime_path = "%s"\n' "$HANDLER" "$RUNC"
@@ -234,7 +292,7 @@ fi
 cat >"$WORK/kubelet-base.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-cgroupDriver: cgroupfs
+cgroupDriver: $DRIVER
 cgroupRoot: /
 failCgroupV1: false
 failSwapOn: false
@@ -254,7 +312,7 @@ resolvConf: /etc/resolv.conf
 EOF
 
 # The mount point kubelet-ns.sh covers; removed at the end if made here.
-if [[ ! -e /var/lib/kubelet ]]; then
+if [[ "$DISPOSABLE" != 1 && ! -e /var/lib/kubelet ]]; then
   mkdir /var/lib/kubelet
   touch "$WORK/made-var-lib-kubelet"
 fi
@@ -274,12 +332,17 @@ ginkgo_args=(
   --kubelet-config-file="$WORK/kubelet-base.yaml"
   --kubelet-flags="--system-cgroups="
 )
+[[ -n "${BERTH_NODE_CONFORMANCE_NODE_IP:-}" ]] &&
+  ginkgo_args+=(--kubelet-flags="--node-ip=$BERTH_NODE_CONFORMANCE_NODE_IP")
 
 log "running e2e_node.test $VERSION against $RUNTIME: $NODES nodes, focus $FOCUS"
 run_start=$SECONDS
+# On a disposable node kubelet is a systemd unit in the machine's mount
+# namespace (as upstream runs it), so the runtime shares that namespace too.
+ns_shape=(unshare --mount --propagation unchanged bash "$K8S_LIB/kubelet-ns.sh" "$WORK")
+[[ "$DISPOSABLE" == 1 ]] && ns_shape=()
 set +e
-unshare --mount --propagation unchanged \
-  bash "$K8S_LIB/kubelet-ns.sh" "$WORK" \
+BERTH_NODE_CONFORMANCE_DISPOSABLE="$DISPOSABLE" "${ns_shape[@]}" \
   bash "$K8S_LIB/node-e2e-ns.sh" "$WORK" "$RUNTIME" "${ginkgo_args[@]}" \
   >"$WORK/logs/ginkgo.log" 2>&1 &
 ns_pid=$!

@@ -10,11 +10,20 @@
 #   DIR/images/refs.txt  those refs, one a line
 #   DIR/load-images.sh   run in the guest: starts its registry on
 #                        127.0.0.1:5000 and pushes every ref into it
+#   DIR/bin/runc         runc at the pinned version: the RuntimeClass handler
+#                        the node e2e suite's test-handler runs
+#                        (BERTH_TEST_RUNC, or scripts/containerd/install.sh's)
 #   DIR/k8s/             with --k8s K8S_BIN: the Kubernetes binaries
 #                        scripts/k8s/install.sh installed there, with its
-#                        version stamp (the guest's install.sh finds them)
+#                        version stamp (the guest's install.sh finds them),
+#                        and e2e_node.test and ginkgo when
+#                        scripts/k8s/install-node-e2e.sh put them there too
 #
-#   scripts/vm/share.sh DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN]
+#   scripts/vm/share.sh DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN] [--node-e2e]
+#
+# --node-e2e (with --k8s, whose directory scripts/k8s/install-node-e2e.sh
+# filled) adds the node e2e suite's stand-in images
+# (scripts/images/node-e2e.sh) to the test images.
 #
 # Images are copied with skopeo from a registry on the host: the one at
 # BERTH_VM_IMAGES_FROM (host:port) when set, e.g. while the critest stage's
@@ -37,7 +46,7 @@ die() {
   exit 1
 }
 usage() {
-  echo "usage: $0 DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN]" >&2
+  echo "usage: $0 DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN] [--node-e2e]" >&2
   exit 2
 }
 
@@ -47,6 +56,7 @@ shift
 profile=release
 images=1
 k8s_bin=""
+node_e2e=0
 while (($#)); do
   case "$1" in
   --profile)
@@ -60,6 +70,10 @@ while (($#)); do
   --k8s)
     k8s_bin="${2:-}"
     shift 2 || usage
+    ;;
+  --node-e2e)
+    node_e2e=1
+    shift
     ;;
   *) usage ;;
   esac
@@ -90,6 +104,9 @@ for tool in crictl critest; do
   [[ -x "$tools_bin/$tool" ]] || die "no $tools_bin/$tool (scripts/install-deps.sh builds it)"
   cp "$tools_bin/$tool" "$dir/bin/"
 done
+runc="${BERTH_TEST_RUNC:-$(bash "$repo/scripts/containerd/install.sh")/runc}"
+[[ -x "$runc" ]] || die "no runc at $runc (scripts/containerd/install.sh builds it)"
+cp "$runc" "$dir/bin/runc"
 log "binaries ($profile): $(cd "$dir/bin" && echo *)"
 
 if [[ -n "$k8s_bin" ]]; then
@@ -121,6 +138,10 @@ cleanup() {
 trap cleanup EXIT
 
 src="${BERTH_VM_IMAGES_FROM:-}"
+if [[ "$node_e2e" == 1 ]]; then
+  [[ -z "$src" ]] || die "--node-e2e pushes to the private registry: unset BERTH_VM_IMAGES_FROM"
+  [[ -n "$k8s_bin" ]] || die "--node-e2e needs --k8s K8S_BIN (scripts/k8s/install-node-e2e.sh's dir)"
+fi
 if [[ -z "$src" ]]; then
   own_registry="127.0.0.1:${BERTH_VM_IMAGES_PORT:-5055}"
   log "building the test images into a private registry on $own_registry"
@@ -129,6 +150,13 @@ if [[ -z "$src" ]]; then
     tail -n 40 "$tmp/images.log" >&2
     die "scripts/images/build.sh failed"
   }
+  if [[ "$node_e2e" == 1 ]]; then
+    log "adding the node e2e suite's stand-in images"
+    bash "$repo/scripts/images/node-e2e.sh" "$own_registry" "$k8s_bin" >"$tmp/node-e2e-images.log" 2>&1 || {
+      tail -n 40 "$tmp/node-e2e-images.log" >&2
+      die "scripts/images/node-e2e.sh failed"
+    }
+  fi
   src="$own_registry"
 fi
 curl -fsS -o /dev/null --max-time 5 "http://$src/v2/" || die "no registry answers on http://$src/v2/"

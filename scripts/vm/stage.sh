@@ -25,7 +25,17 @@
 #      with limits (scopes in the pod's slice, gone with the pod) and
 #      kubectl debug --target.
 #
-#   5. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
+#   5. node conformance: Kubernetes' node e2e suite (focus
+#      [NodeConformance], scripts/vm/in-guest/node-conformance.sh) with
+#      kubelet as the systemd-run unit the suite makes and the systemd
+#      driver, compared on the guest with
+#      tests/node-conformance-expected-failures-guest.txt.
+#      BERTH_VM_NODE_CONFORMANCE: "subset" (default, the guest's subset
+#      below), "host-subset" (the host's CI subset of
+#      scripts/k8s/node-conformance.sh), "all" (the whole focus, hours
+#      under emulation; also --full), "none", or a regexp of specs to run;
+#
+#   6. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
 #      slowest part, see docs/testing.md "The kubeadm node"): a kubeadm node
 #      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
 #      its control-plane static pods on berth from images built here
@@ -59,9 +69,16 @@ focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # kubelet's checkpoint API, which reaches CRIU only here, and volume mount
 # options (a noexec bind under systemd + cgroup v2 and the guest's kernel).
 k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options)}"
+# The guest's subset of node conformance: what goes through the systemd
+# driver and cgroup v2 (limits seen from inside, probes, hooks, volumes,
+# security contexts, logs), without the specs that give a step a 20 s
+# budget (image updates), which emulation cannot keep.
+guest_nc_focus='(Container Runtime blackbox test on terminated container should report termination message from log output if TerminationMessagePolicy FallbackToLogsOnError is set|Downward API volume should provide container.s (cpu|memory) limit|Security Context When creating a (container with runAsUser should run the container with uid 65534|pod with readOnlyRootFilesystem should run the container with readonly rootfs)|Probing container should be restarted with a exec "cat /tmp/health" liveness probe|Pods should get a host IP|Secrets should be consumable via the environment|EmptyDir volumes should support \(root,0666,tmpfs\)|sig-node\] Container Lifecycle Hook .* should execute poststart http hook properly|Kubelet when scheduling a busybox command in a pod should print the output to logs).*\[NodeConformance\]'
+node_conformance="${BERTH_VM_NODE_CONFORMANCE:-subset}"
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
+  node_conformance=all
 fi
 
 log() { echo "vm-stage: $*" >&2; }
@@ -74,14 +91,21 @@ kubeadm="${BERTH_VM_KUBEADM:-0}"
 service_check="${BERTH_VM_SERVICE_CHECK:-1}"
 k8s_args=()
 # The service check runs kubelet too.
-if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ]]; then
+if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ||
+  "$node_conformance" != none ]]; then
   log "the Kubernetes binaries (built when missing)"
   k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
+  if [[ "$node_conformance" != none ]]; then
+    log "the node e2e suite (built when missing)"
+    [[ "$(nice -n 10 bash scripts/k8s/install-node-e2e.sh)" == "$k8s_bin" ]] ||
+      { log "install-node-e2e.sh installs elsewhere than install.sh"; exit 1; }
+    k8s_args+=(--node-e2e)
+  fi
   if [[ "$kubeadm" != 0 ]]; then
     log "kubeadm, kube-controller-manager and kube-scheduler (built when missing)"
     nice -n 10 bash scripts/k8s/install-kubeadm.sh "$k8s_bin" >/dev/null
   fi
-  k8s_args=(--k8s "$k8s_bin")
+  k8s_args+=(--k8s "$k8s_bin")
 fi
 log "staging binaries, tools and test images"
 bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
@@ -92,6 +116,10 @@ fi
 # The in-guest scripts use the repository's script library.
 mkdir -p "$share/scripts"
 cp -r scripts/lib scripts/vm scripts/k8s scripts/escape "$share/scripts/"
+# The node conformance run reads its results with these.
+cp scripts/node_conformance_results.py scripts/critest_results.py "$share/scripts/"
+mkdir -p "$share/tests"
+cp tests/node-conformance-expected-failures-guest.txt "$share/tests/"
 # The service check installs berth with the install script and its unit.
 cp scripts/install.sh scripts/uninstall.sh "$share/scripts/"
 cp -r contrib "$share/"
@@ -161,6 +189,25 @@ if [[ "$k8s_focus" != none ]]; then
     BERTH_K8S_CGROUP_DRIVER=auto BERTH_K8S_EXPECT_DRIVER=systemd BERTH_K8S_START_TIMEOUT=600 \
     BERTH_K8S_NODE_IP=192.0.2.10 $k8s_focus_env bash /mnt/share/scripts/k8s/e2e.sh /mnt/share/bin/berthd" ||
     status=1
+fi
+if [[ "$node_conformance" != none ]]; then
+  log "node conformance in the guest ($node_conformance)"
+  nc_env=""
+  case "$node_conformance" in
+    subset) nc_env="BERTH_NODE_CONFORMANCE_FOCUS='$guest_nc_focus'" ;;
+    host-subset) nc_env="BERTH_NODE_CONFORMANCE_SUBSET=1" ;;
+    all) ;;
+    *) nc_env="BERTH_NODE_CONFORMANCE_FOCUS='$node_conformance'" ;;
+  esac
+  nc_start=$SECONDS
+  # The whole focus takes hours under emulation: the job's bound follows.
+  nc_timeout=2400
+  [[ "$node_conformance" == all ]] && nc_timeout=21600
+  BERTH_VM_JOB_TIMEOUT="${BERTH_VM_NODE_CONFORMANCE_JOB_TIMEOUT:-$nc_timeout}" \
+    vm_sh "$nc_env ${BERTH_VM_NODE_CONFORMANCE_NODES:+BERTH_NODE_CONFORMANCE_NODES=$BERTH_VM_NODE_CONFORMANCE_NODES} \
+    ${BERTH_NODE_CONFORMANCE_TIMEOUT:+BERTH_NODE_CONFORMANCE_TIMEOUT=$BERTH_NODE_CONFORMANCE_TIMEOUT} \
+    bash /mnt/share/scripts/vm/in-guest/node-conformance.sh /mnt/share/bin /mnt/share/k8s" || status=1
+  log "node conformance in $((SECONDS - nc_start)) s"
 fi
 if [[ "$kubeadm" != 0 ]]; then
   log "a kubeadm node on berth: init, a Deployment, reset"

@@ -21,13 +21,20 @@ shift 2
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 # shellcheck source=../../lib/process.sh
 source "$repo/scripts/lib/process.sh"
+# shellcheck source=../../lib/mounts.sh
+source "$repo/scripts/lib/mounts.sh"
 
 log() { echo "node-conformance: $*" >&2; }
 
 # e2e_node.test runs kubelet under systemd-run whenever it finds one on
-# PATH; without systemd as PID 1 that cannot work. Here, and only here, the
-# binary is covered by a file that is not executable, so it is not found.
-if [[ "$(readlink /proc/1/exe 2>/dev/null)" != */systemd ]]; then
+# PATH. Without systemd as PID 1 that cannot work; with it, kubelet would be
+# a unit in the machine's mount namespace, outside the one shaped here. So
+# here, and only here, the binary is covered by a file that is not
+# executable, so it is not found; except on a disposable node
+# (BERTH_NODE_CONFORMANCE_DISPOSABLE=1, no namespace of our own), where
+# kubelet runs as a unit, as on upstream's nodes.
+disposable="${BERTH_NODE_CONFORMANCE_DISPOSABLE:-0}"
+if [[ "$disposable" != 1 || "$(readlink /proc/1/exe 2>/dev/null)" != */systemd ]]; then
   for f in /usr/bin/systemd-run /bin/systemd-run; do
     [[ -e "$f" ]] || continue
     : >"$work/no-systemd-run"
@@ -60,6 +67,10 @@ stop_berth() {
   crictl --timeout 120s --runtime-endpoint "unix://$work/berth.sock" rmp --all --force >/dev/null 2>&1 ||
     log "crictl rmp --all failed; pods may be left in berthd's state"
   stop_pid "$berthd_pid" berthd
+  # Without a namespace of our own the state tmpfs outlives this script.
+  if [[ "$disposable" == 1 ]]; then
+    unmount_tree "$work/berth-state"
+  fi
 }
 
 # containerd's state and runc's on tmpfs mounts (as /run/containerd is on
