@@ -18,6 +18,8 @@ mod run;
 mod stop;
 pub mod store;
 mod teardown;
+#[cfg(test)]
+mod teardown_tests;
 mod update;
 
 use std::path::PathBuf;
