@@ -32,6 +32,9 @@ pub struct Journal {
     failing: Mutex<BTreeSet<&'static str>>,
     /// Steps that pass this many more times, then fail.
     failing_after: Mutex<HashMap<&'static str, usize>>,
+    /// Steps that do their work and then never answer: berthd killed
+    /// while they ran, once the test drops the call.
+    hanging: Mutex<BTreeSet<&'static str>>,
     /// CNI DEL waits here while a test holds it for writing: a pod stop
     /// held in the middle.
     pub del_gate: tokio::sync::RwLock<()>,
@@ -61,9 +64,22 @@ impl Journal {
         lock(&self.failing_after).insert(step, passes);
     }
 
+    /// Makes step `step` (pin, cni add) do its work and never answer.
+    pub fn hang(&self, step: &'static str) {
+        lock(&self.hanging).insert(step);
+    }
+
+    /// Waits for ever if step `step` hangs.
+    async fn maybe_hang(&self, step: &'static str) {
+        if lock(&self.hanging).contains(step) {
+            std::future::pending::<()>().await;
+        }
+    }
+
     pub fn heal(&self) {
         lock(&self.failing).clear();
         lock(&self.failing_after).clear();
+        lock(&self.hanging).clear();
     }
 
     fn fails(&self, step: &'static str) -> bool {
@@ -170,6 +186,7 @@ impl PodNamespaces for FakeNamespaces {
             lock(&self.live.infra).insert(pid, request.dir.clone());
             pinned.infra_pid = Some(pid);
         }
+        self.journal.maybe_hang("pin").await;
         Ok(pinned)
     }
 
@@ -284,6 +301,7 @@ impl PodNetworks for FakeNetwork {
         if self.journal.step("cni add") {
             return Err(self.failure("ADD"));
         }
+        self.journal.maybe_hang("cni add").await;
         Ok(AddResult {
             raw: serde_json::json!({"ips": [{"address": "10.88.0.2/16"}]}),
             ips: vec!["10.88.0.2".parse().expect("ip")],

@@ -206,3 +206,60 @@ async fn an_intent_of_an_older_berthd_is_undone_at_start() {
     assert_no_trace(&f, "intent");
     assert!(entries(&f.dir.path().join("sandboxes")).is_empty());
 }
+
+/// Drops `call` once the fakes saw `step`: berthd killed in that step.
+async fn kill_during<T: Send + 'static>(f: &Fixture, step: &str, call: tokio::task::JoinHandle<T>) {
+    while !f.journal.entries().iter().any(|entry| entry == step) {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    call.abort();
+    assert!(call.await.is_err(), "{step}: the call was cut short");
+}
+
+/// berthd killed while a run's step ran (after it made its resource, before
+/// it answered): no undo ran; the next start finds the journal and undoes it.
+#[tokio::test]
+async fn a_run_cut_short_in_a_step_is_undone_at_the_next_start() {
+    for step in ["pin", "cni add"] {
+        let f = fixture();
+        f.journal.hang(step);
+        let run = tokio::spawn({
+            let manager = f.manager.clone();
+            async move { manager.run(pod("web"), "").await }
+        });
+        kill_during(&f, step, run).await;
+        assert!(
+            !f.namespaces.live.processes().is_empty(),
+            "{step}: the infra process runs"
+        );
+        f.journal.heal();
+        assert_eq!(f.manager.recover().await, (1, 0), "{step}");
+        f.manager.remove_unused_parents();
+        assert_no_trace(&f, step);
+    }
+}
+
+/// berthd killed while a remove's CNI DEL ran: the record stays, and the
+/// next remove, after the restart, finishes it.
+#[tokio::test]
+async fn a_remove_cut_short_in_del_is_finished_after_the_next_start() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("run");
+    let closed = f.journal.del_gate.write().await;
+    let remove = tokio::spawn({
+        let manager = f.manager.clone();
+        let id = id.clone();
+        async move { manager.remove(&id).await }
+    });
+    kill_during(&f, "cni del", remove).await;
+    drop(closed);
+    assert_eq!(f.manager.recover().await, (0, 0));
+    assert!(f
+        .manager
+        .store
+        .record_dir(&id)
+        .join("sandbox.json")
+        .exists());
+    f.manager.remove(&id).await.expect("remove");
+    assert_no_trace(&f, "remove cut short");
+}
