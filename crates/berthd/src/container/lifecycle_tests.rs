@@ -102,6 +102,7 @@ fn add_image(store: &ImageStore) {
         }],
         user: String::new(),
         pinned: false,
+        checkpoint_of: None,
     };
     store
         .commit(
