@@ -277,7 +277,8 @@ pub fn restore_source(
 
 /// Unpacks the archive into `<layer_dir>/restore` (the shim restores from
 /// there; it goes with the container) and applies its rootfs changes to
-/// the mounted rootfs. Returns the unpacked dir.
+/// the mounted rootfs. Returns the unpacked dir. Its `config.dump` is not
+/// read again: [`restore_source`] read it.
 pub async fn prepare_restore(
     id: &str,
     archive_path: &Path,

@@ -279,11 +279,11 @@ pub fn write_archive(work: &Path, location: &Path) -> io::Result<()> {
     result
 }
 
-/// What a restore reads from an archive, unpacked into `dir`.
+/// What a restore reads from an archive, unpacked into `dir` (its
+/// `config.dump` was read before, to find the image: [`read_config_dump`]).
 #[derive(Debug)]
 pub struct Unpacked {
     pub dir: PathBuf,
-    pub config: ConfigDump,
     pub deleted: Vec<String>,
 }
 
@@ -308,7 +308,7 @@ fn with_causes(err: &io::Error) -> String {
 }
 
 /// Unpacks the archive at `archive` into `dir` and reads its
-/// `config.dump` and `deleted.files`.
+/// `deleted.files`.
 pub fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked, ArchiveError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -322,8 +322,8 @@ pub fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked, ArchiveError> {
     load_unpacked(dir, archive)
 }
 
-/// Reads `config.dump` and `deleted.files` of an archive unpacked in
-/// `dir` (`origin` names it in errors) and checks it has CRIU's images.
+/// Reads `deleted.files` of an archive unpacked in `dir` (`origin` names
+/// it in errors) and checks it has CRIU's images.
 pub fn load_unpacked(dir: &Path, origin: &Path) -> Result<Unpacked, ArchiveError> {
     let io_err = |path: &Path| {
         let path = path.to_path_buf();
@@ -333,10 +333,6 @@ pub fn load_unpacked(dir: &Path, origin: &Path) -> Result<Unpacked, ArchiveError
         path: origin.to_path_buf(),
         reason,
     };
-    let config = std::fs::read(dir.join(CONFIG_DUMP))
-        .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))?;
-    let config: ConfigDump = serde_json::from_slice(&config)
-        .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))?;
     if !dir.join(CHECKPOINT_DIR).is_dir() {
         return Err(not_a_checkpoint(format!("no {CHECKPOINT_DIR}/ directory")));
     }
@@ -348,7 +344,6 @@ pub fn load_unpacked(dir: &Path, origin: &Path) -> Result<Unpacked, ArchiveError
     };
     Ok(Unpacked {
         dir: dir.to_path_buf(),
-        config,
         deleted,
     })
 }
@@ -535,7 +530,7 @@ mod tests {
             .expect("symlink");
         copy_unpacked(&from, &to).expect("copy");
         let unpacked = load_unpacked(&to, &from).expect("load");
-        assert_eq!(unpacked.config.name, "main");
+        assert_eq!(read_config_dump_in(&to).expect("config").name, "main");
         assert_eq!(unpacked.deleted, ["/tmp/gone"]);
         assert_eq!(
             std::fs::read(to.join(CHECKPOINT_DIR).join("pages-1.img")).expect("copied"),
@@ -654,7 +649,10 @@ mod tests {
         assert_eq!(mode, 0o600);
 
         let unpacked = unpack(&location, &dir.path().join("unpacked")).unwrap();
-        assert_eq!(unpacked.config, config_dump(&facts()));
+        assert_eq!(
+            read_config_dump_in(&unpacked.dir).unwrap(),
+            config_dump(&facts())
+        );
         assert_eq!(unpacked.deleted, ["/etc/gone"]);
         assert!(unpacked.dir.join("checkpoint/core-1.img").is_file());
         let mut names: Vec<String> =
@@ -724,7 +722,7 @@ mod tests {
         std::fs::create_dir_all(work.join(CHECKPOINT_DIR)).unwrap();
         let location = dir.path().join("x.tar");
         write_archive(&work, &location).unwrap();
-        let err = unpack(&location, &dir.path().join("u")).unwrap_err();
+        let err = read_config_dump(&location).unwrap_err();
         assert!(
             err.to_string().contains("not a checkpoint archive"),
             "{err}"

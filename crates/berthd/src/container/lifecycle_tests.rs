@@ -810,9 +810,10 @@ async fn a_checkpoint_writes_the_archive_and_a_failed_dump_leaves_none() {
         .expect("checkpoint");
     let unpacked =
         super::checkpoint_archive::unpack(&location, &f.dir.path().join("out")).expect("unpack");
-    assert_eq!(unpacked.config.id, id);
-    assert_eq!(unpacked.config.name, "app");
-    assert_eq!(unpacked.config.rootfs_image_name, IMAGE);
+    let config = super::checkpoint_archive::read_config_dump(&location).expect("config.dump");
+    assert_eq!(config.id, id);
+    assert_eq!(config.name, "app");
+    assert_eq!(config.rootfs_image_name, IMAGE);
     for member in ["spec.dump", "rootfs-diff.tar", "deleted.files", "dump.log"] {
         assert!(unpacked.dir.join(member).is_file(), "{member}");
     }
