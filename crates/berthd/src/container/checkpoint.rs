@@ -251,13 +251,13 @@ pub fn restore_source(
             });
         }
         let [layer] = record.layers.as_slice() else {
-            return Err(archive::ArchiveError::NotACheckpoint {
-                path: PathBuf::from(image),
-                reason: format!(
+            return Err(archive::ArchiveError::not_a_checkpoint(
+                Path::new(image),
+                format!(
                     "a checkpoint image has one layer, this one {}",
                     record.layers.len()
                 ),
-            }
+            )
             .into());
         };
         let dir = images.layer_path(&layer.diff_id)?;
@@ -266,10 +266,10 @@ pub fn restore_source(
     };
     let origin = archive::source_image(&config)
         .ok_or_else(|| {
-            ContainerError::CheckpointArchive(archive::ArchiveError::NotACheckpoint {
-                path: source.clone(),
-                reason: format!("{} names no image", archive::CONFIG_DUMP),
-            })
+            archive::ArchiveError::not_a_checkpoint(
+                &source,
+                format!("{} names no image", archive::CONFIG_DUMP),
+            )
         })?
         .to_string();
     Ok(Some((source, origin)))
