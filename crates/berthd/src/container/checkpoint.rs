@@ -319,6 +319,8 @@ pub fn archive_path(location: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::container::lifecycle_tests::{digest, image_record};
+    use berth_image::store::ImageRecord;
 
     #[test]
     fn the_location_must_be_an_absolute_file_path() {
@@ -332,26 +334,12 @@ mod tests {
         assert_eq!(archive_path("/tmp/.."), None);
     }
 
-    fn digest(c: char) -> String {
-        format!("sha256:{}", c.to_string().repeat(64))
-    }
-
     /// A store with one image of `layers` layers, marked a checkpoint of
     /// `checkpoint_of` as pull and import mark one, its first layer
     /// holding a `config.dump` that names busybox: as `checkpointctl build`
     /// makes a checkpoint image.
     fn store_with(dir: &Path, checkpoint_of: Option<&str>, layers: usize) -> ImageStore {
         let store = ImageStore::open(&dir.join("images")).expect("store");
-        let layers: Vec<_> = ['d', 'e']
-            .into_iter()
-            .take(layers)
-            .map(|c| berth_image::store::LayerRecord {
-                blob_digest: digest(c),
-                diff_id: digest(c),
-                media_type: "application/vnd.oci.image.layer.v1.tar".into(),
-                size: 1,
-            })
-            .collect();
         let layer = store.layer_path(&digest('d')).expect("layer path");
         std::fs::create_dir_all(layer.join("checkpoint")).expect("layer");
         std::fs::write(
@@ -359,16 +347,9 @@ mod tests {
             br#"{"id":"x","name":"main","createdTime":"2026-11-26T00:00:00Z","checkpointedTime":"2026-11-26T00:00:00Z","rootfsImageName":"docker.io/library/busybox:1.36"}"#,
         )
         .expect("config.dump");
-        let record = berth_image::store::ImageRecord {
-            id: digest('a'),
-            repo_tags: vec![],
-            repo_digests: vec![],
-            size: 1,
-            manifest_digest: digest('c'),
-            layers,
-            user: String::new(),
-            pinned: false,
+        let record = ImageRecord {
             checkpoint_of: checkpoint_of.map(String::from),
+            ..image_record(&[('d', 'd'), ('e', 'e')][..layers])
         };
         store
             .commit(record, Some("localhost/counter-checkpoint:1".into()), None)
