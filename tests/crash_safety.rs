@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use berth_tests::host::{cgroup_hierarchies, log_tail, pids_rooted_under, processes_with, sigkill};
+use berth_tests::host::{
+    cgroup_hierarchies, kill_shim_of, log_tail, pids_rooted_under, processes_with, wait_for_process,
+};
 use berth_tests::pods::{container_config, pod_config, Harness};
 use cri_api::v1::*;
 use tonic::Code;
@@ -201,19 +203,8 @@ async fn a_container_whose_shim_was_killed_is_stopped_and_removed_for_real() {
     // Until the init has exec'd `sleep` it is a fork of the shim with the
     // shim's command line: StartContainer, like `runc start`, returns once
     // it has let the init go, not once the exec is done.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_with(&["sleep", &marker]).is_empty() {
-        assert!(Instant::now() < deadline, "the container never ran sleep");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let shims = processes_with(&["berth-shim", &id]);
-    assert_eq!(shims.len(), 1, "{shims:?}");
-    sigkill(shims[0]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !processes_with(&["berth-shim", &id]).is_empty() {
-        assert!(Instant::now() < deadline, "the shim did not die");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_process(&["sleep", &marker]).await;
+    kill_shim_of(&id).await;
     assert_eq!(
         processes_with(&["sleep", &marker]).len(),
         1,

@@ -428,6 +428,36 @@ async fn pull_by_tag_reports_id_tags_digest_size_and_uid() {
     assert!(list(&images, Some(&unknown)).await.is_empty());
 }
 
+/// The annotation that makes an image a checkpoint image (CRI-O's).
+const CHECKPOINT_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pulled_checkpoint_image_is_recorded_as_one_and_another_is_not() {
+    let registry = TestRegistry::start();
+    let checkpoint = tiny_image("checkpoint").annotation(CHECKPOINT_ANNOTATION, "counter");
+    let plain = tiny_image("plain").annotation("org.example", "x");
+    let checkpoint = registry.push_image("test/cp", &["v1"], &checkpoint).await;
+    let plain = registry.push_image("test/plain", &["v1"], &plain).await;
+    let berthd = Berthd::start("");
+    let images = berthd.image_client().await;
+    pull_ok(&images, &registry.reference("test/cp:v1")).await;
+    pull_ok(&images, &registry.reference("test/plain:v1")).await;
+
+    // What CreateContainer reads instead of the manifest.
+    let index = berthd.sandbox.root().join("images/index.json");
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&index).expect("index.json")).expect("JSON");
+    assert_eq!(
+        index["images"][checkpoint.id()]["checkpoint_of"],
+        "counter",
+        "{index}"
+    );
+    assert!(
+        index["images"][plain.id()].get("checkpoint_of").is_none(),
+        "{index}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn pull_by_digest_and_by_tag_and_digest() {
     let registry = TestRegistry::start();

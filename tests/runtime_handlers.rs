@@ -12,24 +12,38 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use berth_tests::host::{log_tail, processes_with, sigkill};
+use berth_tests::host::{kill_shim_of, processes_with, wait_for_process};
 use berth_tests::node::Node;
-use berth_tests::pods::{container_config, pod_config, Harness};
+use berth_tests::pods::{container_config, Harness};
 use berth_tests::Sandbox;
 use cri_api::v1::{
     ContainerState, CreateContainerRequest, ExecSyncRequest, ListContainersRequest,
-    ListPodSandboxRequest, NamespaceMode, PodSandboxConfig, RunPodSandboxRequest, StatusRequest,
+    ListPodSandboxRequest, NamespaceMode, StatusRequest,
 };
 
 /// runc as `scripts/containerd/install.sh` installs it, or
-/// `BERTH_TEST_RUNC`.
+/// `BERTH_TEST_RUNC`; None (the test skipped, saying so) without it.
 fn runc() -> Option<PathBuf> {
     let path: PathBuf = std::env::var_os("BERTH_TEST_RUNC")
         .map(PathBuf::from)
         .unwrap_or_else(|| "/usr/local/lib/berth-containerd/v2.4.2/runc".into());
-    path.exists().then_some(path)
+    if !path.exists() {
+        eprintln!(
+            "skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)"
+        );
+        return None;
+    }
+    Some(path)
+}
+
+/// The config table of handler `runc` running `runc`.
+fn runc_handler(runc: &Path) -> String {
+    format!(
+        "[runtime_handlers.runc]\nruntime_path = \"{}\"\n",
+        runc.display()
+    )
 }
 
 /// `runc --root <root> <args>`, which must succeed; its stdout.
@@ -64,18 +78,9 @@ fn runc_ids(runc: &Path, root: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_with_handler_runc_runs_under_runc() {
     let Some(runc) = runc() else {
-        eprintln!(
-            "skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)"
-        );
         return;
     };
-    let node = Node::start_with(
-        &format!(
-            "[runtime_handlers.runc]\nruntime_path = \"{}\"\n",
-            runc.display()
-        ),
-        &[],
-    );
+    let node = Node::start_with(&runc_handler(&runc), &[]);
     let harness = Harness::start_on(node).await;
     let root = harness.berthd.sandbox.state().join("runtimes/runc");
     let mut client = harness.client().await;
@@ -97,21 +102,9 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
         "{features:?}"
     );
 
-    let config = pod_config(
-        "fast",
-        &harness.parent("fast"),
-        &harness.log_dir("fast"),
-        NamespaceMode::Pod,
-    );
-    let pod = client
-        .run_pod_sandbox(RunPodSandboxRequest {
-            config: Some(config.clone()),
-            runtime_handler: "runc".into(),
-        })
-        .await
-        .unwrap_or_else(|status| panic!("RunPodSandbox: {status:?}\n{}", log_tail(&harness.berthd)))
-        .into_inner()
-        .pod_sandbox_id;
+    let (pod, config) = harness
+        .run_pod_under("fast", NamespaceMode::Pod, "runc")
+        .await;
     let id = harness
         .run_container(
             &pod,
@@ -202,44 +195,18 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
     assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
 }
 
-/// A pod named `name` under handler runc, with its config.
-async fn runc_pod(harness: &Harness, name: &str) -> (String, PodSandboxConfig) {
-    let config = pod_config(
-        name,
-        &harness.parent(name),
-        &harness.log_dir(name),
-        NamespaceMode::Pod,
-    );
-    let id = harness
-        .client()
-        .await
-        .run_pod_sandbox(RunPodSandboxRequest {
-            config: Some(config.clone()),
-            runtime_handler: "runc".into(),
-        })
-        .await
-        .unwrap_or_else(|status| panic!("RunPodSandbox: {status:?}\n{}", log_tail(&harness.berthd)))
-        .into_inner()
-        .pod_sandbox_id;
-    (id, config)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_handler() {
     let Some(runc) = runc() else {
-        eprintln!(
-            "skipped: no runc (install it with scripts/containerd/install.sh, or set BERTH_TEST_RUNC)"
-        );
         return;
     };
-    let handler_table = format!(
-        "[runtime_handlers.runc]\nruntime_path = \"{}\"\n",
-        runc.display()
-    );
+    let handler_table = runc_handler(&runc);
     let node = Node::start_with(&handler_table, &[]);
     let mut harness = Harness::start_on(node).await;
     let root = harness.berthd.sandbox.state().join("runtimes/runc");
-    let (pod, config) = runc_pod(&harness, "kept").await;
+    let (pod, config) = harness
+        .run_pod_under("kept", NamespaceMode::Pod, "runc")
+        .await;
     let marker = format!("7{}", std::process::id());
     let id = harness
         .run_container(
@@ -259,18 +226,8 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
     assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
 
     // Its shim killed: stopped through its cgroup, removed through runc.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while processes_with(&["sleep", &marker]).is_empty() {
-        assert!(Instant::now() < deadline, "the container never ran sleep");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let shims = processes_with(&["berth-shim", &id]);
-    assert_eq!(shims.len(), 1, "{shims:?}");
-    sigkill(shims[0]);
-    while !processes_with(&["berth-shim", &id]).is_empty() {
-        assert!(Instant::now() < deadline, "the shim did not die");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_process(&["sleep", &marker]).await;
+    kill_shim_of(&id).await;
     harness.stop_container(&id, 10).await;
     assert!(processes_with(&["sleep", &marker]).is_empty());
     harness.remove_container(&id).await;
@@ -339,22 +296,15 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
 #[test]
 fn start_up_refuses_the_old_list_and_a_missing_runtime() {
     let sandbox = Sandbox::new();
-    let config = sandbox.write_config("runtime_handlers = [\"runsc\"]");
-    let output = sandbox.run_to_end(&config, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let stderr = sandbox.refused_start("runtime_handlers = [\"runsc\"]");
     assert!(stderr.contains("`runtime_handlers`"), "{stderr}");
     assert!(stderr.contains("[runtime_handlers.runsc]"), "{stderr}");
-    assert!(!sandbox.socket().exists(), "no socket when start-up fails");
 
     let missing = sandbox.dir.path().join("no-runsc");
-    let config = sandbox.write_config(&format!(
+    let stderr = sandbox.refused_start(&format!(
         "[runtime_handlers.runsc]\nruntime_path = \"{}\"",
         missing.display()
     ));
-    let output = sandbox.run_to_end(&config, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
     assert!(stderr.contains("runtime_path"), "{stderr}");
     assert!(stderr.contains("\"runsc\""), "{stderr}");
     assert!(stderr.contains(&missing.display().to_string()), "{stderr}");

@@ -13,33 +13,24 @@ fn systemd_driver_without_systemd_refuses_to_start() {
         return;
     }
     let sandbox = Sandbox::new();
-    let config = sandbox.write_config("cgroup_driver = \"systemd\"");
-    let output = sandbox.run_to_end(&config, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let stderr = sandbox.refused_start("cgroup_driver = \"systemd\"");
     assert!(stderr.contains("systemd"), "{stderr}");
     assert!(stderr.contains("not booted with systemd"), "{stderr}");
-    assert!(!sandbox.socket().exists(), "no socket when start-up fails");
 }
 
 #[test]
 fn unknown_key_is_rejected_by_name() {
     let sandbox = Sandbox::new();
-    let config = sandbox.write_config("cgroup_drivre = \"cgroupfs\"");
-    let output = sandbox.run_to_end(&config, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let stderr = sandbox.refused_start("cgroup_drivre = \"cgroupfs\"");
     assert!(stderr.contains("cgroup_drivre"), "{stderr}");
-    assert!(stderr.contains(&config.display().to_string()), "{stderr}");
+    let config = sandbox.config_path().display().to_string();
+    assert!(stderr.contains(&config), "{stderr}");
 }
 
 #[test]
 fn bad_value_lists_the_allowed_ones() {
     let sandbox = Sandbox::new();
-    let config = sandbox.write_config("cgroup_driver = \"cgroupv2\"");
-    let output = sandbox.run_to_end(&config, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let stderr = sandbox.refused_start("cgroup_driver = \"cgroupv2\"");
     for allowed in ["cgroupfs", "systemd", "auto"] {
         assert!(stderr.contains(allowed), "{stderr}");
     }

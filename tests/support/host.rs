@@ -1,6 +1,7 @@
 //! Looking at the host from tests: mounts, cgroups, processes, logs.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::Berthd;
 
@@ -132,6 +133,29 @@ pub fn sigkill(pid: i32) {
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     );
+}
+
+/// Waits (up to 10 s) until a process runs whose command line has every
+/// one of `needles`.
+pub async fn wait_for_process(needles: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_with(needles).is_empty() {
+        assert!(Instant::now() < deadline, "nothing ran {needles:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SIGKILL to the one shim of container `id`; returns once it is gone
+/// (within 10 s).
+pub async fn kill_shim_of(id: &str) {
+    let shims = processes_with(&["berth-shim", id]);
+    assert_eq!(shims.len(), 1, "{shims:?}");
+    sigkill(shims[0]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(&["berth-shim", id]).is_empty() {
+        assert!(Instant::now() < deadline, "the shim did not die");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Kills every process in cgroup `path` and below it, in every hierarchy,

@@ -125,6 +125,18 @@ impl Sandbox {
         }
         child.wait_with_output().expect("berthd output")
     }
+
+    /// Writes a config of `extra` (as [`Sandbox::write_config`]) and runs
+    /// berthd on it, which must refuse to start and make no socket: its
+    /// stderr.
+    pub fn refused_start(&self, extra: &str) -> String {
+        let config = self.write_config(extra);
+        let output = self.run_to_end(&config, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "berthd started: {stderr}");
+        assert!(!self.socket().exists(), "no socket when start-up fails");
+        stderr
+    }
 }
 
 impl Default for Sandbox {

@@ -239,13 +239,23 @@ impl Harness {
     }
 
     pub async fn run_pod(&self, name: &str, pid_mode: NamespaceMode) -> (String, PodSandboxConfig) {
+        self.run_pod_under(name, pid_mode, "").await
+    }
+
+    /// A pod under the RuntimeClass handler `handler` ("" for the default).
+    pub async fn run_pod_under(
+        &self,
+        name: &str,
+        pid_mode: NamespaceMode,
+        handler: &str,
+    ) -> (String, PodSandboxConfig) {
         let config = pod_config(name, &self.parent(name), &self.log_dir(name), pid_mode);
         let id = self
             .client()
             .await
             .run_pod_sandbox(RunPodSandboxRequest {
                 config: Some(config.clone()),
-                runtime_handler: String::new(),
+                runtime_handler: handler.to_string(),
             })
             .await
             .unwrap_or_else(|status| {

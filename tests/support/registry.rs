@@ -474,6 +474,8 @@ pub struct TestImage {
     pub variant: Option<String>,
     /// `config.Labels`.
     pub labels: BTreeMap<String, String>,
+    /// The manifest's annotations.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl TestImage {
@@ -486,6 +488,7 @@ impl TestImage {
             architecture: "amd64".to_string(),
             variant: None,
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
         }
     }
 
@@ -496,6 +499,12 @@ impl TestImage {
 
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// An annotation of the manifest.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.to_string(), value.to_string());
         self
     }
 
@@ -549,7 +558,7 @@ impl TestImage {
         }
         let config = serde_json::to_vec(&config).expect("config JSON");
         let config_digest = sha256_digest(&config);
-        let manifest = json!({
+        let mut manifest = json!({
             "schemaVersion": 2,
             "mediaType": MEDIA_TYPE_MANIFEST,
             "config": {
@@ -563,6 +572,9 @@ impl TestImage {
                 "size": l.size,
             })).collect::<Vec<_>>(),
         });
+        if !self.annotations.is_empty() {
+            manifest["annotations"] = json!(self.annotations);
+        }
         let manifest = serde_json::to_vec(&manifest).expect("manifest JSON");
         BuiltImage {
             manifest_digest: sha256_digest(&manifest),

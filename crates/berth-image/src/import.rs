@@ -116,6 +116,9 @@ struct FoundImage {
     layers: Vec<(String, String)>,
     /// The manifest as stored, or None for a docker-archive.
     manifest: Option<Vec<u8>>,
+    /// The container a checkpoint image was made from, by its manifest's
+    /// annotation (a docker-archive has none).
+    checkpoint_of: Option<String>,
     /// Names as written in the archive (`busybox:1`, full references).
     names: Vec<String>,
 }
@@ -196,6 +199,7 @@ fn store_image(
             .and_then(|config| config.user().clone())
             .unwrap_or_default(),
         pinned: false,
+        checkpoint_of: image.checkpoint_of,
     };
     let mut record = store.commit(record, None, None)?;
     for reference in references {
@@ -400,6 +404,7 @@ impl Archive {
                         .map(|l| (l, String::new()))
                         .collect(),
                     manifest: None,
+                    checkpoint_of: None,
                     names: entry.repo_tags.unwrap_or_default(),
                 })
             })
@@ -440,6 +445,7 @@ impl Archive {
                 config,
                 layers,
                 manifest: Some(manifest_bytes),
+                checkpoint_of: crate::store::checkpoint_of(manifest.annotations.as_ref()),
                 names,
             });
         }
@@ -559,5 +565,100 @@ mod tests {
             entry_names(&entry(CONTAINERD_NAME, "docker.io/library/a:1")),
             ["docker.io/library/a:1"]
         );
+    }
+
+    /// A regular file's header, owned by root.
+    fn tar_header(size: usize) -> tar::Header {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size as u64);
+        header.set_mode(0o644);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_mtime(0);
+        header
+    }
+
+    /// An OCI archive of one image named `localhost/cp:1`: one layer, its
+    /// manifest carrying `annotations`.
+    fn oci_archive(dir: &Path, annotations: serde_json::Value) -> PathBuf {
+        let mut members: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut blob = |bytes: Vec<u8>| {
+            let digest = sha256_of(&bytes);
+            let size = bytes.len();
+            members.push((blob_member(&digest).expect("digest"), bytes));
+            (digest, size)
+        };
+        let mut layer = tar::Builder::new(Vec::new());
+        let mut header = tar_header(1);
+        layer
+            .append_data(&mut header, "marker", &b"x"[..])
+            .expect("layer entry");
+        let (layer, layer_size) = blob(layer.into_inner().expect("layer tar"));
+        let config = serde_json::json!({
+            "architecture": "amd64",
+            "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": [layer]},
+        });
+        let (config, config_size) = blob(config.to_string().into_bytes());
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": config,
+                "size": config_size,
+            },
+            "layers": [{
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": layer,
+                "size": layer_size,
+            }],
+            "annotations": annotations,
+        });
+        let (manifest, manifest_size) = blob(manifest.to_string().into_bytes());
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest,
+                "size": manifest_size,
+                "annotations": { CONTAINERD_NAME: "localhost/cp:1" },
+            }],
+        });
+        members.push(("index.json".into(), index.to_string().into_bytes()));
+        members.push((
+            "oci-layout".into(),
+            br#"{"imageLayoutVersion":"1.0.0"}"#.to_vec(),
+        ));
+        let path = dir.join("archive.tar");
+        let mut tar = tar::Builder::new(std::fs::File::create(&path).expect("archive"));
+        for (name, bytes) in members {
+            let mut header = tar_header(bytes.len());
+            tar.append_data(&mut header, name, bytes.as_slice())
+                .expect("archive entry");
+        }
+        tar.finish().expect("archive written");
+        path
+    }
+
+    #[test]
+    fn an_imported_checkpoint_image_is_marked_and_another_is_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ImageStore::open(&dir.path().join("images")).expect("store");
+        for (annotations, expected) in [
+            (
+                serde_json::json!({ crate::store::CHECKPOINT_ANNOTATION: "counter" }),
+                Some("counter"),
+            ),
+            (serde_json::json!({"org.example": "x"}), None),
+        ] {
+            let archive = oci_archive(dir.path(), annotations);
+            let records =
+                import_archive(&store, &archive, None, &Platform::host()).expect("import");
+            assert_eq!(records.len(), 1);
+            assert_eq!(records[0].checkpoint_of.as_deref(), expected);
+            let stored = store.resolve("localhost/cp:1").expect("stored");
+            assert_eq!(stored.checkpoint_of.as_deref(), expected);
+        }
     }
 }

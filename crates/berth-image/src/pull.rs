@@ -381,6 +381,7 @@ impl ImagePuller {
                 .and_then(|config| config.user().clone())
                 .unwrap_or_default(),
             pinned: false,
+            checkpoint_of: crate::store::checkpoint_of(resolved.manifest.annotations.as_ref()),
         };
         // `name:tag@digest` pins the digest; the tag may name other content
         // in the registry, so it is not recorded (as containerd does).

@@ -60,6 +60,21 @@ pub struct ImageRecord {
     /// `config.User` of the image config (`1000`, `www-data:staff`, ...).
     pub user: String,
     pub pinned: bool,
+    /// For a checkpoint image (its manifest carries
+    /// [`CHECKPOINT_ANNOTATION`]): the container it was made from. Kept
+    /// here so that CreateContainer need not read the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_of: Option<String>,
+}
+
+/// The annotation a checkpoint image's manifest carries, naming the
+/// container it was made from: CRI-O's, which `checkpointctl build` and
+/// buildah set.
+pub const CHECKPOINT_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
+
+/// The checkpoint annotation's value among a manifest's annotations.
+pub fn checkpoint_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
+    annotations?.get(CHECKPOINT_ANNOTATION).cloned()
 }
 
 /// One layer of an image.
@@ -73,10 +88,26 @@ pub struct LayerRecord {
     pub size: u64,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// The index's format. 1: records say whether the image is a checkpoint
+/// (`checkpoint_of`); an index without a version (0) was written before,
+/// and is upgraded once when the store opens.
+const INDEX_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
 struct ImageIndex {
+    #[serde(default)]
+    version: u32,
     /// Records by image id.
     images: BTreeMap<String, ImageRecord>,
+}
+
+impl Default for ImageIndex {
+    fn default() -> Self {
+        Self {
+            version: INDEX_VERSION,
+            images: BTreeMap::new(),
+        }
+    }
 }
 
 /// The store. Cheap to share: wrap it in an `Arc`.
@@ -141,10 +172,38 @@ impl ImageStore {
             leases: Arc::default(),
             changes: AtomicU64::new(0),
         };
-        let index = store.lock_index();
+        let mut index = store.lock_index();
+        if index.version < INDEX_VERSION {
+            store.upgrade(&mut index);
+        }
         store.collect_garbage(&index)?;
         drop(index);
         Ok(store)
+    }
+
+    /// Brings an index written by an older berth to [`INDEX_VERSION`]:
+    /// reads each image's manifest once for the checkpoint annotation.
+    /// A manifest that cannot be read marks no checkpoint (pull and import
+    /// keep every manifest); an index that cannot be written is upgraded
+    /// in memory and again at the next start.
+    fn upgrade(&self, index: &mut ImageIndex) {
+        for record in index.images.values_mut() {
+            record.checkpoint_of = self.manifest_checkpoint_of(&record.manifest_digest);
+        }
+        index.version = INDEX_VERSION;
+        if let Err(err) = self.persist(index) {
+            tracing::warn!(%err, "writing the upgraded image index");
+        }
+    }
+
+    fn manifest_checkpoint_of(&self, manifest_digest: &str) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Annotated {
+            annotations: Option<BTreeMap<String, String>>,
+        }
+        let bytes = std::fs::read(self.blob_path(manifest_digest).ok()?).ok()?;
+        let manifest: Annotated = serde_json::from_slice(&bytes).ok()?;
+        checkpoint_of(manifest.annotations.as_ref())
     }
 
     /// A number that moves whenever a blob, a layer or the index is
@@ -478,6 +537,7 @@ mod tests {
                 .collect(),
             user: String::new(),
             pinned: false,
+            checkpoint_of: None,
         }
     }
 
@@ -666,5 +726,57 @@ mod tests {
         std::fs::write(dir.path().join("index.json"), b"{not json").unwrap();
         let err = ImageStore::open(dir.path()).unwrap_err().to_string();
         assert!(err.contains("index.json"), "{err}");
+    }
+
+    #[test]
+    fn an_index_from_before_checkpoint_marks_is_upgraded_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkpoint = serde_json::json!({
+            "schemaVersion": 2,
+            "annotations": { CHECKPOINT_ANNOTATION: "counter" },
+        });
+        let plain = serde_json::json!({"schemaVersion": 2, "annotations": {"org.example": "x"}});
+        std::fs::create_dir_all(dir.path().join("blobs/sha256")).unwrap();
+        let blob = |n: u8| {
+            dir.path()
+                .join("blobs/sha256")
+                .join(format!("{n:02x}").repeat(32))
+        };
+        std::fs::write(blob(101), checkpoint.to_string()).unwrap();
+        std::fs::write(blob(102), plain.to_string()).unwrap();
+        // As an older berth wrote it: no version, no `checkpoint_of`.
+        let mut old = serde_json::json!({"images": {
+            digest(1): serde_json::to_value(record(1, &[])).unwrap(),
+            digest(2): serde_json::to_value(record(2, &[])).unwrap(),
+        }});
+        assert!(old["images"][digest(1)].get("checkpoint_of").is_none());
+        old["images"][digest(1)]["repo_tags"] = serde_json::json!(["a.io/cp:1"]);
+        std::fs::write(dir.path().join("index.json"), old.to_string()).unwrap();
+
+        let store = ImageStore::open(dir.path()).unwrap();
+        let marked = store.resolve("a.io/cp:1").unwrap();
+        assert_eq!(marked.checkpoint_of.as_deref(), Some("counter"));
+        assert_eq!(store.resolve(&digest(2)).unwrap().checkpoint_of, None);
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("index.json")).unwrap()).unwrap();
+        assert_eq!(written["version"], INDEX_VERSION);
+        drop(store);
+
+        // Upgraded once: the next start takes the record's word.
+        std::fs::write(blob(101), plain.to_string()).unwrap();
+        let store = ImageStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.resolve("a.io/cp:1").unwrap().checkpoint_of.as_deref(),
+            Some("counter")
+        );
+    }
+
+    #[test]
+    fn the_checkpoint_mark_comes_from_the_annotation() {
+        let mut annotations = BTreeMap::new();
+        assert_eq!(checkpoint_of(None), None);
+        assert_eq!(checkpoint_of(Some(&annotations)), None);
+        annotations.insert(CHECKPOINT_ANNOTATION.to_string(), "main".to_string());
+        assert_eq!(checkpoint_of(Some(&annotations)).as_deref(), Some("main"));
     }
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use berth_image::store::{ImageRecord, ImageStore};
+use berth_image::store::ImageStore;
 use berth_shim_api::protocol::{CheckpointRequest, ErrorCode, Request, Response};
 
 use super::checkpoint_archive::{self as archive, ContainerFacts};
@@ -220,15 +220,11 @@ fn mount_destinations(spec: &[u8]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The annotation a checkpoint image's manifest carries, naming the
-/// container it was made from: CRI-O's, which `checkpointctl build` and
-/// buildah set.
-pub const CHECKPOINT_IMAGE_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
-
 /// The request's image, when it is a checkpoint: an archive (an absolute
 /// path to a regular file, as CRI-O takes it) or a checkpoint image (one
 /// layer holding an unpacked archive, its manifest annotated with
-/// [`CHECKPOINT_IMAGE_ANNOTATION`], as kubelet can name it). Returns the
+/// [`berth_image::store::CHECKPOINT_ANNOTATION`], as kubelet can name it: the image store
+/// records the annotation at pull and import). Returns the
 /// archive or the image's layer dir, and the image the checkpoint was
 /// made from, which must be here already. Checkpoint images need
 /// `allow_images`: CRIU restores the processes' credentials and seccomp
@@ -245,7 +241,7 @@ pub fn restore_source(
         let Some(record) = images.resolve(image) else {
             return Ok(None);
         };
-        let Some(container) = checkpoint_image_container(images, &record) else {
+        let Some(container) = record.checkpoint_of.clone() else {
             return Ok(None);
         };
         if !allow_images {
@@ -255,13 +251,13 @@ pub fn restore_source(
             });
         }
         let [layer] = record.layers.as_slice() else {
-            return Err(archive::ArchiveError::NotACheckpoint {
-                path: PathBuf::from(image),
-                reason: format!(
+            return Err(archive::ArchiveError::not_a_checkpoint(
+                Path::new(image),
+                format!(
                     "a checkpoint image has one layer, this one {}",
                     record.layers.len()
                 ),
-            }
+            )
             .into());
         };
         let dir = images.layer_path(&layer.diff_id)?;
@@ -270,32 +266,19 @@ pub fn restore_source(
     };
     let origin = archive::source_image(&config)
         .ok_or_else(|| {
-            ContainerError::CheckpointArchive(archive::ArchiveError::NotACheckpoint {
-                path: source.clone(),
-                reason: format!("{} names no image", archive::CONFIG_DUMP),
-            })
+            archive::ArchiveError::not_a_checkpoint(
+                &source,
+                format!("{} names no image", archive::CONFIG_DUMP),
+            )
         })?
         .to_string();
     Ok(Some((source, origin)))
 }
 
-/// The container a checkpoint image was made from, by its manifest's
-/// annotation; None for any other image (or one whose manifest is not
-/// here, which no checkpoint image pulled or imported lacks).
-fn checkpoint_image_container(images: &ImageStore, record: &ImageRecord) -> Option<String> {
-    let path = images.blob_path(&record.manifest_digest).ok()?;
-    let bytes = std::fs::read(path).ok()?;
-    let manifest: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    manifest
-        .get("annotations")?
-        .get(CHECKPOINT_IMAGE_ANNOTATION)?
-        .as_str()
-        .map(String::from)
-}
-
 /// Unpacks the archive into `<layer_dir>/restore` (the shim restores from
 /// there; it goes with the container) and applies its rootfs changes to
-/// the mounted rootfs. Returns the unpacked dir.
+/// the mounted rootfs. Returns the unpacked dir. Its `config.dump` is not
+/// read again: [`restore_source`] read it.
 pub async fn prepare_restore(
     id: &str,
     archive_path: &Path,
@@ -336,6 +319,8 @@ pub fn archive_path(location: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::container::lifecycle_tests::{digest, image_record};
+    use berth_image::store::ImageRecord;
 
     #[test]
     fn the_location_must_be_an_absolute_file_path() {
@@ -349,29 +334,12 @@ mod tests {
         assert_eq!(archive_path("/tmp/.."), None);
     }
 
-    fn digest(c: char) -> String {
-        format!("sha256:{}", c.to_string().repeat(64))
-    }
-
-    /// A store with one image of `layers` layers whose manifest carries
-    /// `annotations`, its first layer holding a `config.dump` that names
-    /// busybox: as `checkpointctl build` makes a checkpoint image.
-    fn store_with(dir: &Path, annotations: serde_json::Value, layers: usize) -> ImageStore {
+    /// A store with one image of `layers` layers, marked a checkpoint of
+    /// `checkpoint_of` as pull and import mark one, its first layer
+    /// holding a `config.dump` that names busybox: as `checkpointctl build`
+    /// makes a checkpoint image.
+    fn store_with(dir: &Path, checkpoint_of: Option<&str>, layers: usize) -> ImageStore {
         let store = ImageStore::open(&dir.join("images")).expect("store");
-        let manifest = serde_json::json!({"schemaVersion": 2, "annotations": annotations});
-        store
-            .write_blob(&digest('c'), manifest.to_string().as_bytes())
-            .expect("manifest");
-        let layers: Vec<_> = ['d', 'e']
-            .into_iter()
-            .take(layers)
-            .map(|c| berth_image::store::LayerRecord {
-                blob_digest: digest(c),
-                diff_id: digest(c),
-                media_type: "application/vnd.oci.image.layer.v1.tar".into(),
-                size: 1,
-            })
-            .collect();
         let layer = store.layer_path(&digest('d')).expect("layer path");
         std::fs::create_dir_all(layer.join("checkpoint")).expect("layer");
         std::fs::write(
@@ -380,14 +348,8 @@ mod tests {
         )
         .expect("config.dump");
         let record = ImageRecord {
-            id: digest('a'),
-            repo_tags: vec![],
-            repo_digests: vec![],
-            size: 1,
-            manifest_digest: digest('c'),
-            layers,
-            user: String::new(),
-            pinned: false,
+            checkpoint_of: checkpoint_of.map(String::from),
+            ..image_record(&[('d', 'd'), ('e', 'e')][..layers])
         };
         store
             .commit(record, Some("localhost/counter-checkpoint:1".into()), None)
@@ -395,14 +357,10 @@ mod tests {
         store
     }
 
-    fn checkpoint_annotation() -> serde_json::Value {
-        serde_json::json!({ CHECKPOINT_IMAGE_ANNOTATION: "main" })
-    }
-
     #[test]
     fn a_checkpoint_image_restores_from_its_layer_when_allowed() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = store_with(dir.path(), checkpoint_annotation(), 1);
+        let store = store_with(dir.path(), Some("main"), 1);
         let (source, image) = restore_source("localhost/counter-checkpoint:1", &store, true)
             .expect("restore source")
             .expect("a checkpoint");
@@ -413,7 +371,7 @@ mod tests {
     #[test]
     fn a_checkpoint_image_is_refused_naming_the_setting_unless_allowed() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = store_with(dir.path(), checkpoint_annotation(), 1);
+        let store = store_with(dir.path(), Some("main"), 1);
         let err =
             restore_source("localhost/counter-checkpoint:1", &store, false).expect_err("refused");
         assert!(
@@ -426,7 +384,7 @@ mod tests {
     #[test]
     fn other_images_and_unknown_names_are_no_checkpoint() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = store_with(dir.path(), serde_json::json!({"org.example": "x"}), 1);
+        let store = store_with(dir.path(), None, 1);
         for name in [
             "localhost/counter-checkpoint:1",
             "busybox",
@@ -444,7 +402,7 @@ mod tests {
     #[test]
     fn a_checkpoint_image_of_two_layers_is_not_a_checkpoint() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = store_with(dir.path(), checkpoint_annotation(), 2);
+        let store = store_with(dir.path(), Some("main"), 2);
         let err =
             restore_source("localhost/counter-checkpoint:1", &store, true).expect_err("two layers");
         assert!(err.to_string().contains("one layer"), "{err}");

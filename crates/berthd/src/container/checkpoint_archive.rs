@@ -279,11 +279,11 @@ pub fn write_archive(work: &Path, location: &Path) -> io::Result<()> {
     result
 }
 
-/// What a restore reads from an archive, unpacked into `dir`.
+/// What a restore reads from an archive, unpacked into `dir` (its
+/// `config.dump` was read before, to find the image: [`read_config_dump`]).
 #[derive(Debug)]
 pub struct Unpacked {
     pub dir: PathBuf,
-    pub config: ConfigDump,
     pub deleted: Vec<String>,
 }
 
@@ -293,6 +293,33 @@ pub enum ArchiveError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path} is not a checkpoint archive: {reason}")]
     NotACheckpoint { path: PathBuf, reason: String },
+}
+
+impl ArchiveError {
+    /// For `map_err`: an I/O error on `path`.
+    pub fn io(path: &Path) -> impl Fn(io::Error) -> Self + Copy + '_ {
+        move |source| Self::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// `path` is no checkpoint archive, for `reason`.
+    pub fn not_a_checkpoint(path: &Path, reason: impl Into<String>) -> Self {
+        Self::NotACheckpoint {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+
+    /// For `map_err`: `path` is no checkpoint archive, since its `what`
+    /// cannot be read (the error says why).
+    pub fn unreadable<'a, E: std::fmt::Display>(
+        path: &'a Path,
+        what: &'a str,
+    ) -> impl Fn(E) -> Self + Copy + 'a {
+        move |err| Self::not_a_checkpoint(path, format!("{what}: {err}"))
+    }
 }
 
 /// An I/O error with what it wraps: the tar crate's errors say which entry
@@ -308,47 +335,33 @@ fn with_causes(err: &io::Error) -> String {
 }
 
 /// Unpacks the archive at `archive` into `dir` and reads its
-/// `config.dump` and `deleted.files`.
+/// `deleted.files`.
 pub fn unpack(archive: &Path, dir: &Path) -> Result<Unpacked, ArchiveError> {
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArchiveError::Io { path, source }
-    };
-    let file = File::open(archive).map_err(io_err(archive))?;
-    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let file = File::open(archive).map_err(ArchiveError::io(archive))?;
+    std::fs::create_dir_all(dir).map_err(ArchiveError::io(dir))?;
     let mut tar = tar::Archive::new(file);
     tar.set_preserve_permissions(true);
-    tar.unpack(dir).map_err(io_err(archive))?;
+    tar.unpack(dir).map_err(ArchiveError::io(archive))?;
     load_unpacked(dir, archive)
 }
 
-/// Reads `config.dump` and `deleted.files` of an archive unpacked in
-/// `dir` (`origin` names it in errors) and checks it has CRIU's images.
+/// Reads `deleted.files` of an archive unpacked in `dir` (`origin` names
+/// it in errors) and checks it has CRIU's images.
 pub fn load_unpacked(dir: &Path, origin: &Path) -> Result<Unpacked, ArchiveError> {
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArchiveError::Io { path, source }
-    };
-    let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
-        path: origin.to_path_buf(),
-        reason,
-    };
-    let config = std::fs::read(dir.join(CONFIG_DUMP))
-        .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))?;
-    let config: ConfigDump = serde_json::from_slice(&config)
-        .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))?;
     if !dir.join(CHECKPOINT_DIR).is_dir() {
-        return Err(not_a_checkpoint(format!("no {CHECKPOINT_DIR}/ directory")));
+        return Err(ArchiveError::not_a_checkpoint(
+            origin,
+            format!("no {CHECKPOINT_DIR}/ directory"),
+        ));
     }
     let deleted = match std::fs::read(dir.join(DELETED_FILES)) {
         Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| not_a_checkpoint(format!("{DELETED_FILES}: {e}")))?,
+            .map_err(ArchiveError::unreadable(origin, DELETED_FILES))?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(io_err(&dir.join(DELETED_FILES))(e)),
+        Err(e) => return Err(ArchiveError::io(&dir.join(DELETED_FILES))(e)),
     };
     Ok(Unpacked {
         dir: dir.to_path_buf(),
-        config,
         deleted,
     })
 }
@@ -356,16 +369,9 @@ pub fn load_unpacked(dir: &Path, origin: &Path) -> Result<Unpacked, ArchiveError
 /// Reads `config.dump` from the archive without unpacking the rest: what
 /// CreateContainer needs before it makes anything.
 pub fn read_config_dump(archive: &Path) -> Result<ConfigDump, ArchiveError> {
-    let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
-        path: archive.to_path_buf(),
-        reason,
-    };
-    let file = File::open(archive).map_err(|source| ArchiveError::Io {
-        path: archive.to_path_buf(),
-        source,
-    })?;
+    let file = File::open(archive).map_err(ArchiveError::io(archive))?;
     // Past the open, a read that fails is a file that is no tar archive.
-    let unreadable = |e: io::Error| not_a_checkpoint(format!("not a tar archive: {e}"));
+    let unreadable = ArchiveError::unreadable(archive, "not a tar archive");
     let mut tar = tar::Archive::new(file);
     for entry in tar.entries().map_err(unreadable)? {
         let mut entry = entry.map_err(unreadable)?;
@@ -378,23 +384,21 @@ pub fn read_config_dump(archive: &Path) -> Result<ConfigDump, ArchiveError> {
             io::Read::read_to_end(&mut io::Read::take(&mut entry, 1 << 20), &mut bytes)
                 .map_err(unreadable)?;
             return serde_json::from_slice(&bytes)
-                .map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")));
+                .map_err(ArchiveError::unreadable(archive, CONFIG_DUMP));
         }
     }
-    Err(not_a_checkpoint(format!("no {CONFIG_DUMP}")))
+    Err(ArchiveError::not_a_checkpoint(
+        archive,
+        format!("no {CONFIG_DUMP}"),
+    ))
 }
 
 /// Reads `config.dump` of an archive already unpacked in `dir` (a
 /// checkpoint image's layer).
 pub fn read_config_dump_in(dir: &Path) -> Result<ConfigDump, ArchiveError> {
-    let path = dir.join(CONFIG_DUMP);
-    let not_a_checkpoint = |reason: String| ArchiveError::NotACheckpoint {
-        path: dir.to_path_buf(),
-        reason,
-    };
     let bytes =
-        std::fs::read(&path).map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| not_a_checkpoint(format!("{CONFIG_DUMP}: {e}")))
+        std::fs::read(dir.join(CONFIG_DUMP)).map_err(ArchiveError::unreadable(dir, CONFIG_DUMP))?;
+    serde_json::from_slice(&bytes).map_err(ArchiveError::unreadable(dir, CONFIG_DUMP))
 }
 
 /// Copies an unpacked archive (directories, regular files and symlinks;
@@ -402,34 +406,30 @@ pub fn read_config_dump_in(dir: &Path) -> Result<ConfigDump, ArchiveError> {
 /// `to`, keeping modes: the restore writes its log beside the images, and
 /// a checkpoint image's layer is shared and must stay as it is.
 pub fn copy_unpacked(from: &Path, to: &Path) -> Result<(), ArchiveError> {
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ArchiveError::Io { path, source }
-    };
-    std::fs::create_dir_all(to).map_err(io_err(to))?;
-    for entry in std::fs::read_dir(from).map_err(io_err(from))? {
-        let entry = entry.map_err(io_err(from))?;
+    std::fs::create_dir_all(to).map_err(ArchiveError::io(to))?;
+    for entry in std::fs::read_dir(from).map_err(ArchiveError::io(from))? {
+        let entry = entry.map_err(ArchiveError::io(from))?;
         let (source, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().map_err(io_err(&source))?;
+        let kind = entry.file_type().map_err(ArchiveError::io(&source))?;
         if kind.is_dir() {
             copy_unpacked(&source, &target)?;
             let mode = std::fs::metadata(&source)
-                .map_err(io_err(&source))?
+                .map_err(ArchiveError::io(&source))?
                 .permissions();
-            std::fs::set_permissions(&target, mode).map_err(io_err(&target))?;
+            std::fs::set_permissions(&target, mode).map_err(ArchiveError::io(&target))?;
         } else if kind.is_file() {
-            std::fs::copy(&source, &target).map_err(io_err(&source))?;
+            std::fs::copy(&source, &target).map_err(ArchiveError::io(&source))?;
         } else if kind.is_symlink() {
-            let link = std::fs::read_link(&source).map_err(io_err(&source))?;
-            std::os::unix::fs::symlink(link, &target).map_err(io_err(&target))?;
+            let link = std::fs::read_link(&source).map_err(ArchiveError::io(&source))?;
+            std::os::unix::fs::symlink(link, &target).map_err(ArchiveError::io(&target))?;
         } else {
-            return Err(ArchiveError::NotACheckpoint {
-                path: from.to_path_buf(),
-                reason: format!(
+            return Err(ArchiveError::not_a_checkpoint(
+                from,
+                format!(
                     "{} is neither a file, a directory nor a symlink",
                     source.display()
                 ),
-            });
+            ));
         }
     }
     Ok(())
@@ -459,19 +459,14 @@ pub fn apply_rootfs_changes(unpacked: &Unpacked, rootfs: &Path) -> Result<(), Ar
             tar.set_preserve_permissions(true);
             tar.set_preserve_ownerships(true);
             tar.set_overwrite(true);
-            tar.unpack(rootfs).map_err(|source| ArchiveError::Io {
-                path: diff.clone(),
-                source,
-            })?;
+            tar.unpack(rootfs).map_err(ArchiveError::io(&diff))?;
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => return Err(ArchiveError::Io { path: diff, source }),
+        Err(source) => return Err(ArchiveError::io(&diff)(source)),
     }
     for path in &unpacked.deleted {
-        remove_inside(rootfs, path).map_err(|source| ArchiveError::Io {
-            path: rootfs.join(path.trim_start_matches('/')),
-            source,
-        })?;
+        remove_inside(rootfs, path)
+            .map_err(ArchiveError::io(&rootfs.join(path.trim_start_matches('/'))))?;
     }
     Ok(())
 }
@@ -535,7 +530,7 @@ mod tests {
             .expect("symlink");
         copy_unpacked(&from, &to).expect("copy");
         let unpacked = load_unpacked(&to, &from).expect("load");
-        assert_eq!(unpacked.config.name, "main");
+        assert_eq!(read_config_dump_in(&to).expect("config").name, "main");
         assert_eq!(unpacked.deleted, ["/tmp/gone"]);
         assert_eq!(
             std::fs::read(to.join(CHECKPOINT_DIR).join("pages-1.img")).expect("copied"),
@@ -654,7 +649,10 @@ mod tests {
         assert_eq!(mode, 0o600);
 
         let unpacked = unpack(&location, &dir.path().join("unpacked")).unwrap();
-        assert_eq!(unpacked.config, config_dump(&facts()));
+        assert_eq!(
+            read_config_dump_in(&unpacked.dir).unwrap(),
+            config_dump(&facts())
+        );
         assert_eq!(unpacked.deleted, ["/etc/gone"]);
         assert!(unpacked.dir.join("checkpoint/core-1.img").is_file());
         let mut names: Vec<String> =
@@ -724,7 +722,7 @@ mod tests {
         std::fs::create_dir_all(work.join(CHECKPOINT_DIR)).unwrap();
         let location = dir.path().join("x.tar");
         write_archive(&work, &location).unwrap();
-        let err = unpack(&location, &dir.path().join("u")).unwrap_err();
+        let err = read_config_dump(&location).unwrap_err();
         assert!(
             err.to_string().contains("not a checkpoint archive"),
             "{err}"

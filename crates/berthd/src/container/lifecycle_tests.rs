@@ -76,9 +76,37 @@ pub(crate) async fn fixture_on(pods: Pods) -> Fixture {
     }
 }
 
+/// `sha256:` and 64 times `c`: a digest for fakes.
+pub(crate) fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// A fake image's record: id `a…`, manifest `c…`, one layer of each
+/// (blob digest, diff id) pair.
+pub(crate) fn image_record(layers: &[(char, char)]) -> ImageRecord {
+    ImageRecord {
+        id: digest('a'),
+        repo_tags: vec![],
+        repo_digests: vec![],
+        size: 1,
+        manifest_digest: digest('c'),
+        layers: layers
+            .iter()
+            .map(|&(blob, diff_id)| LayerRecord {
+                blob_digest: digest(blob),
+                diff_id: digest(diff_id),
+                media_type: "application/vnd.oci.image.layer.v1.tar".into(),
+                size: 1,
+            })
+            .collect(),
+        user: String::new(),
+        pinned: false,
+        checkpoint_of: None,
+    }
+}
+
 /// One image with one layer; its config blob is real JSON.
 fn add_image(store: &ImageStore) {
-    let digest = |c: char| format!("sha256:{}", c.to_string().repeat(64));
     let config = serde_json::json!({
         "architecture": "amd64",
         "os": "linux",
@@ -88,28 +116,54 @@ fn add_image(store: &ImageStore) {
     store
         .write_blob(&digest('a'), &serde_json::to_vec(&config).expect("json"))
         .expect("blob");
-    let record = ImageRecord {
-        id: digest('a'),
-        repo_tags: vec![],
-        repo_digests: vec![],
-        size: 1,
-        manifest_digest: digest('c'),
-        layers: vec![LayerRecord {
-            blob_digest: digest('d'),
-            diff_id: digest('b'),
-            media_type: "application/vnd.oci.image.layer.v1.tar".into(),
-            size: 1,
-        }],
-        user: String::new(),
-        pinned: false,
-    };
     store
         .commit(
-            record,
+            image_record(&[('d', 'b')]),
             Some(IMAGE.into()),
             Some(format!("docker.io/library/fake@{}", digest('c'))),
         )
         .expect("commit");
+}
+
+impl Fixture {
+    /// Pod `name` under runtime handler `handler` ("" the default): its id.
+    pub(crate) async fn pod(&self, name: &str, handler: &str) -> String {
+        self.pods
+            .manager
+            .run(pod(name), handler)
+            .await
+            .expect("pod")
+    }
+
+    /// Creates `config` in `pod_id`, which must succeed: the id.
+    pub(crate) async fn create_ok(&self, pod_id: &str, config: ContainerConfig) -> String {
+        self.manager
+            .create(pod_id, config, None)
+            .await
+            .unwrap_or_else(|err| panic!("create: {err}"))
+    }
+
+    /// Creates `config` in `pod_id`, which must fail: the error.
+    pub(crate) async fn create_err(&self, pod_id: &str, config: ContainerConfig) -> ContainerError {
+        self.manager
+            .create(pod_id, config, None)
+            .await
+            .expect_err("the create must fail")
+    }
+
+    /// A pod "web" and a container `name` in it: their ids.
+    pub(crate) async fn pod_and_container(&self, name: &str) -> (String, String) {
+        let pod_id = self.pod("web", "").await;
+        let id = self.create_ok(&pod_id, container(name)).await;
+        (pod_id, id)
+    }
+
+    /// [`Fixture::pod_and_container`], the container started.
+    pub(crate) async fn running(&self, name: &str) -> (String, String) {
+        let (pod_id, id) = self.pod_and_container(name).await;
+        self.manager.start(&id).await.expect("start");
+        (pod_id, id)
+    }
 }
 
 pub(crate) fn container(name: &str) -> ContainerConfig {
@@ -125,6 +179,16 @@ pub(crate) fn container(name: &str) -> ContainerConfig {
         command: vec!["sh".into()],
         ..Default::default()
     }
+}
+
+/// `container(name)` made from `image` (an image name or a checkpoint).
+fn of_image(name: &str, image: &str) -> ContainerConfig {
+    let mut config = container(name);
+    config.image = Some(ImageSpec {
+        image: image.into(),
+        ..Default::default()
+    });
+    config
 }
 
 /// A container joining the PID namespace of `target`.
@@ -192,13 +256,9 @@ async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
     ];
     for (step, expected) in cases {
         let f = fixture().await;
-        let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+        let pod_id = f.pod("web", "").await;
         f.journal.fail(step);
-        let err = f
-            .manager
-            .create(&pod_id, container("app"), None)
-            .await
-            .unwrap_err();
+        let err = f.create_err(&pod_id, container("app")).await;
         assert!(
             !matches!(err, ContainerError::NameReserved { .. }),
             "{step}: {err}"
@@ -216,18 +276,14 @@ async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
 #[tokio::test]
 async fn an_unreadable_image_config_says_why() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let pod_id = f.pod("web", "").await;
     let blob = f
         .manager
         .images
         .blob_path(&format!("sha256:{}", "a".repeat(64)))
         .expect("path");
     std::fs::write(&blob, b"not json").expect("corrupt");
-    let err = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err(&pod_id, container("app")).await;
     let ContainerError::ImageConfig { source, .. } = &err else {
         panic!("{err:?}");
     };
@@ -239,61 +295,38 @@ async fn an_unreadable_image_config_says_why() {
 #[tokio::test]
 async fn pid_target_failures_are_three_distinct_errors_naming_the_id() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let other_pod = f.pods.manager.run(pod("other"), "").await.expect("pod");
+    let pod_id = f.pod("web", "").await;
+    let other_pod = f.pod("other", "").await;
 
-    let err = f
-        .manager
-        .create(&pod_id, targeting("debug", "nope"), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err(&pod_id, targeting("debug", "nope")).await;
     assert!(
         matches!(&err, ContainerError::TargetNotFound { target_id } if target_id == "nope"),
         "{err:?}"
     );
 
-    let target = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("target");
-    let err = f
-        .manager
-        .create(&pod_id, targeting("debug", &target), None)
-        .await
-        .unwrap_err();
+    let target = f.create_ok(&pod_id, container("app")).await;
+    let err = f.create_err(&pod_id, targeting("debug", &target)).await;
     assert!(
         matches!(&err, ContainerError::TargetNotRunning { target_id } if *target_id == target),
         "{err:?}"
     );
 
     f.manager.start(&target).await.expect("start");
-    let err = f
-        .manager
-        .create(&other_pod, targeting("debug", &target), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err(&other_pod, targeting("debug", &target)).await;
     assert!(
         matches!(&err, ContainerError::TargetInOtherSandbox { target_id } if *target_id == target),
         "{err:?}"
     );
 
     // Each failure freed the name: the same name works once the target runs.
-    f.manager
-        .create(&pod_id, targeting("debug", &target), None)
-        .await
-        .expect("debug container");
+    f.create_ok(&pod_id, targeting("debug", &target)).await;
 }
 
 #[tokio::test]
 async fn stop_and_remove_are_idempotent() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("web", "").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     f.manager.start(&id).await.expect("start");
     f.journal.clear();
     f.manager.stop(&id, 10).await.expect("stop");
@@ -310,21 +343,14 @@ async fn stop_and_remove_are_idempotent() {
     assert_eq!(f.journal.entries(), ["shutdown shim", "unmount rootfs"]);
     assert_no_trace(&f, "remove");
     // The name is free again.
-    f.manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create again");
+    f.create_ok(&pod_id, container("app")).await;
 }
 
 #[tokio::test]
 async fn removing_a_running_container_stops_it_first() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("web", "").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     f.manager.start(&id).await.expect("start");
     f.journal.clear();
     f.manager.remove(&id).await.expect("remove");
@@ -338,7 +364,7 @@ async fn removing_a_running_container_stops_it_first() {
 #[tokio::test]
 async fn concurrent_creates_and_removes_keep_the_store_whole() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let pod_id = f.pod("web", "").await;
     let creates: Vec<_> = (0..8)
         .map(|n| {
             let manager = f.manager.clone();
@@ -378,19 +404,11 @@ async fn concurrent_creates_and_removes_keep_the_store_whole() {
 #[tokio::test]
 async fn a_container_needs_its_pod_and_image() {
     let f = fixture().await;
-    let err = f
-        .manager
-        .create("no-such-pod", container("app"), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err("no-such-pod", container("app")).await;
     assert_eq!(err.to_string(), "pod sandbox \"no-such-pod\" not found");
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let mut config = container("app");
-    config.image = Some(ImageSpec {
-        image: "missing:1".into(),
-        ..Default::default()
-    });
-    let err = f.manager.create(&pod_id, config, None).await.unwrap_err();
+    let pod_id = f.pod("web", "").await;
+    let config = of_image("app", "missing:1");
+    let err = f.create_err(&pod_id, config).await;
     assert!(
         matches!(err, ContainerError::ImageNotFound { .. }),
         "{err:?}"
@@ -417,12 +435,10 @@ fn with_image_volume(name: &str, image: &str, sub_path: &str) -> ContainerConfig
 #[tokio::test]
 async fn an_image_volume_needs_its_image_and_its_sub_path() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let pod_id = f.pod("web", "").await;
     let err = f
-        .manager
-        .create(&pod_id, with_image_volume("app", "missing:1", ""), None)
-        .await
-        .unwrap_err();
+        .create_err(&pod_id, with_image_volume("app", "missing:1", ""))
+        .await;
     assert!(
         matches!(&err, ContainerError::ImageVolumeNotFound { image, container_path }
             if image == "missing:1" && container_path == "/vol"),
@@ -433,10 +449,8 @@ async fn an_image_volume_needs_its_image_and_its_sub_path() {
 
     // The fake volume is an empty dir: no sub path exists in it.
     let err = f
-        .manager
-        .create(&pod_id, with_image_volume("app", IMAGE, "data"), None)
-        .await
-        .unwrap_err();
+        .create_err(&pod_id, with_image_volume("app", IMAGE, "data"))
+        .await;
     assert!(
         matches!(&err, ContainerError::ImageSubPath { sub_path, .. } if sub_path == "data"),
         "{err:?}"
@@ -452,12 +466,10 @@ async fn an_image_volume_needs_its_image_and_its_sub_path() {
 #[tokio::test]
 async fn a_failed_image_volume_mount_is_undone() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let pod_id = f.pod("web", "").await;
     f.journal.fail("mount image volume");
-    f.manager
-        .create(&pod_id, with_image_volume("app", IMAGE, ""), None)
-        .await
-        .unwrap_err();
+    f.create_err(&pod_id, with_image_volume("app", IMAGE, ""))
+        .await;
     assert_eq!(
         f.journal.entries(),
         ["mount rootfs", "mount image volume", "unmount rootfs"]
@@ -465,10 +477,8 @@ async fn a_failed_image_volume_mount_is_undone() {
     assert_no_trace(&f, "image volume mount");
     f.journal.heal();
     let id = f
-        .manager
-        .create(&pod_id, with_image_volume("app", IMAGE, ""), None)
-        .await
-        .expect("create with an image volume");
+        .create_ok(&pod_id, with_image_volume("app", IMAGE, ""))
+        .await;
     let record = f.manager.get(&id).await.expect("record");
     assert_eq!(
         record.layers,
@@ -477,31 +487,12 @@ async fn a_failed_image_volume_mount_is_undone() {
     );
 }
 
-/// A pod "web" and a container `name` in it: their ids.
-async fn pod_and_container(f: &Fixture, name: &str) -> (String, String) {
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container(name), None)
-        .await
-        .expect("create");
-    (pod_id, id)
-}
-
 #[tokio::test]
 async fn recovery_undoes_a_create_that_left_no_record() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let kept = f
-        .manager
-        .create(&pod_id, container("kept"), None)
-        .await
-        .expect("create");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("web", "").await;
+    let kept = f.create_ok(&pod_id, container("kept")).await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     // Killed just before the record was written: everything but it.
     std::fs::remove_file(f.manager.store.record_dir(&id).join("container.json")).expect("rm");
     f.manager.store.remove(&id);
@@ -522,7 +513,7 @@ async fn recovery_undoes_a_create_that_left_no_record() {
 #[tokio::test]
 async fn recovery_sweeps_what_a_removal_cut_short_left() {
     let f = fixture().await;
-    let (_, id) = pod_and_container(&f, "app").await;
+    let (_, id) = f.pod_and_container("app").await;
     let record = f.manager.get(&id).await.expect("record");
     // The bundle (with the record) went to the trash; the rest did not.
     std::fs::remove_dir_all(&record.bundle).expect("rm");
@@ -536,8 +527,7 @@ async fn recovery_sweeps_what_a_removal_cut_short_left() {
 #[tokio::test]
 async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgroup() {
     let f = fixture().await;
-    let (_, id) = pod_and_container(&f, "app").await;
-    f.manager.start(&id).await.expect("start");
+    let (_, id) = f.running("app").await;
     let record = f.manager.get(&id).await.expect("record");
     f.pods.cgroups.create(record.cgroup_dir()).expect("cgroup");
     f.pods.cgroups.put_process(record.cgroup_dir(), 4711);
@@ -572,7 +562,7 @@ async fn reported(f: &Fixture, record: &ContainerRecord) -> Option<RunState> {
 #[tokio::test]
 async fn the_reported_state_follows_every_move_of_the_container() {
     let f = fixture().await;
-    let (pod_id, id) = pod_and_container(&f, "app").await;
+    let (pod_id, id) = f.pod_and_container("app").await;
     let record = f.manager.get(&id).await.expect("record");
     assert_eq!(reported(&f, &record).await, Some(RunState::Created));
     f.manager.start(&id).await.expect("start");
@@ -583,11 +573,7 @@ async fn the_reported_state_follows_every_move_of_the_container() {
     assert_eq!(reported(&f, &record).await, None);
 
     // A shim that dies leaves its container's state unknown.
-    let other = f
-        .manager
-        .create(&pod_id, container("other"), None)
-        .await
-        .expect("create");
+    let other = f.create_ok(&pod_id, container("other")).await;
     f.manager.start(&other).await.expect("start");
     let record = f.manager.get(&other).await.expect("record");
     assert_eq!(reported(&f, &record).await, Some(RunState::Running));
@@ -645,11 +631,7 @@ async fn a_userns_pods_binds_are_idmapped_and_a_refusal_is_undone() {
         .run(userns_pod("web"), "")
         .await
         .expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, with_volume("app", &volume), None)
-        .await
-        .expect("create");
+    let id = f.create_ok(&pod_id, with_volume("app", &volume)).await;
     // The volume and the pod's files, in the spec's order; not the pod's
     // /dev/shm (the mapped root's already).
     assert_eq!(
@@ -681,11 +663,7 @@ async fn a_userns_pods_binds_are_idmapped_and_a_refusal_is_undone() {
 
     f.journal.clear();
     f.journal.fail("idmap bind");
-    let err = f
-        .manager
-        .create(&pod_id, with_volume("app", &volume), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err(&pod_id, with_volume("app", &volume)).await;
     let status = tonic::Status::from(err);
     assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
     let message = status.message();
@@ -709,7 +687,7 @@ async fn a_userns_pods_binds_are_idmapped_and_a_refusal_is_undone() {
 #[tokio::test]
 async fn recovery_unmounts_a_layer_dirs_views_before_deleting_it() {
     let f = fixture().await;
-    let (_, id) = pod_and_container(&f, "app").await;
+    let (_, id) = f.pod_and_container("app").await;
     let record = f.manager.get(&id).await.expect("record");
     std::fs::remove_dir_all(&record.bundle).expect("rm");
     f.manager.store.remove(&id);
@@ -726,7 +704,7 @@ async fn recovery_unmounts_a_layer_dirs_views_before_deleting_it() {
 #[tokio::test]
 async fn a_checkpoint_needs_a_running_container_and_criu_probed_once() {
     let f = fixture().await;
-    let (_, id) = pod_and_container(&f, "app").await;
+    let (_, id) = f.pod_and_container("app").await;
     let location = f.dir.path().join("ckpt.tar");
     let err = f
         .manager
@@ -776,8 +754,7 @@ async fn a_checkpoint_needs_a_running_container_and_criu_probed_once() {
 async fn a_checkpoint_writes_the_archive_and_a_failed_dump_leaves_none() {
     let f = fixture().await;
     f.journal.heal();
-    let (_, id) = pod_and_container(&f, "app").await;
-    f.manager.start(&id).await.expect("start");
+    let (_, id) = f.running("app").await;
     let record = f.manager.get(&id).await.expect("record");
     let upper = record.layer_dir.join("upper");
     std::fs::create_dir_all(upper.join("data")).expect("upper");
@@ -809,9 +786,10 @@ async fn a_checkpoint_writes_the_archive_and_a_failed_dump_leaves_none() {
         .expect("checkpoint");
     let unpacked =
         super::checkpoint_archive::unpack(&location, &f.dir.path().join("out")).expect("unpack");
-    assert_eq!(unpacked.config.id, id);
-    assert_eq!(unpacked.config.name, "app");
-    assert_eq!(unpacked.config.rootfs_image_name, IMAGE);
+    let config = super::checkpoint_archive::read_config_dump(&location).expect("config.dump");
+    assert_eq!(config.id, id);
+    assert_eq!(config.name, "app");
+    assert_eq!(config.rootfs_image_name, IMAGE);
     for member in ["spec.dump", "rootfs-diff.tar", "deleted.files", "dump.log"] {
         assert!(unpacked.dir.join(member).is_file(), "{member}");
     }
@@ -834,8 +812,7 @@ fn work_dirs(layer_dir: &Path) -> usize {
 #[tokio::test]
 async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes() {
     let f = fixture().await;
-    let (pod_id, id) = pod_and_container(&f, "app").await;
-    f.manager.start(&id).await.expect("start");
+    let (pod_id, id) = f.running("app").await;
     let record = f.manager.get(&id).await.expect("record");
     std::fs::create_dir_all(record.layer_dir.join("upper/data")).expect("upper");
     std::fs::write(record.layer_dir.join("upper/data/count"), "41").expect("file");
@@ -846,16 +823,8 @@ async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes
         .expect("checkpoint");
     f.manager.remove(&id).await.expect("remove");
 
-    let mut config = container("app");
-    config.image = Some(cri_api::v1::ImageSpec {
-        image: archive.to_string_lossy().into_owned(),
-        ..Default::default()
-    });
-    let restored = f
-        .manager
-        .create(&pod_id, config.clone(), None)
-        .await
-        .expect("create from the archive");
+    let config = of_image("app", &archive.to_string_lossy());
+    let restored = f.create_ok(&pod_id, config.clone()).await;
     let record = f.manager.get(&restored).await.expect("record");
     assert_eq!(record.restore_from.as_deref(), Some(archive.as_path()));
     assert_eq!(record.image_ref, IMAGE, "made from the checkpoint's image");
@@ -873,11 +842,7 @@ async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes
 
     // Without the checkpoint's image: NotFound naming it.
     f.manager.images.remove(IMAGE).expect("remove image");
-    let err = f
-        .manager
-        .create(&pod_id, config, None)
-        .await
-        .expect_err("image gone");
+    let err = f.create_err(&pod_id, config).await;
     assert!(matches!(err, ContainerError::ImageNotFound { .. }), "{err}");
     assert!(err.to_string().contains(IMAGE), "{err}");
 }
@@ -885,13 +850,9 @@ async fn a_container_created_from_a_checkpoint_uses_its_image_and_rootfs_changes
 #[tokio::test]
 async fn a_container_whose_devices_cannot_be_restricted_is_not_kept() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
+    let pod_id = f.pod("web", "").await;
     f.pods.cgroups.fail("restrict_devices");
-    let err = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err(&pod_id, container("app")).await;
     assert!(matches!(err, ContainerError::DeviceFilter { .. }), "{err}");
     assert!(
         err.to_string().contains("cannot restrict its devices"),
@@ -911,12 +872,8 @@ async fn a_container_whose_devices_cannot_be_restricted_is_not_kept() {
 #[tokio::test]
 async fn every_created_container_gets_its_device_filter() {
     let f = fixture().await;
-    let pod_id = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("web", "").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     let record = f.manager.store.published(&id).expect("id").expect("record");
     let wanted = format!("restrict_devices {}", record.cgroup_dir());
     assert!(
@@ -961,18 +918,10 @@ async fn runc_fixture() -> Fixture {
 #[tokio::test]
 async fn a_pods_handler_picks_the_runtime_and_state_root_its_shims_get() {
     let f = runc_fixture().await;
-    let runc_pod = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
-    let default_pod = f.pods.manager.run(pod("web"), "").await.expect("pod");
-    let on_runc = f
-        .manager
-        .create(&runc_pod, container("app"), None)
-        .await
-        .expect("create");
-    let on_default = f
-        .manager
-        .create(&default_pod, container("app"), None)
-        .await
-        .expect("create");
+    let runc_pod = f.pod("fast", "runc").await;
+    let default_pod = f.pod("web", "").await;
+    let on_runc = f.create_ok(&runc_pod, container("app")).await;
+    let on_default = f.create_ok(&default_pod, container("app")).await;
     let pods_dir = f.pods.dir.path();
     let launches = f.fake_shims.launches.lock().expect("launches").clone();
     assert_eq!(
@@ -1012,12 +961,8 @@ async fn a_pods_handler_picks_the_runtime_and_state_root_its_shims_get() {
 #[tokio::test]
 async fn without_its_shim_a_container_is_removed_through_its_handlers_runtime() {
     let f = runc_fixture().await;
-    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("fast", "runc").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     let record = f.manager.get(&id).await.expect("record");
     let state = f.pods.dir.path().join("state/runtimes/runc").join(&id);
     std::fs::create_dir_all(&state).expect("runtime state");
@@ -1038,12 +983,8 @@ async fn without_its_shim_a_container_is_removed_through_its_handlers_runtime() 
 #[tokio::test]
 async fn a_handler_no_longer_configured_is_never_taken_for_the_default() {
     let f = runc_fixture().await;
-    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("fast", "runc").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     // As a record from a berthd whose config had handler "gone".
     let handle = f.manager.find(&id).expect("find").expect("container");
     handle.lock().await.runtime_handler = "gone".into();
@@ -1064,11 +1005,7 @@ async fn a_handler_no_longer_configured_is_never_taken_for_the_default() {
     // A pod whose handler is gone gets no new container.
     let sandbox = f.pods.manager.get(&pod_id).expect("pod");
     sandbox.lock().await.runtime_handler = "gone".into();
-    let err = f
-        .manager
-        .create(&pod_id, container("other"), None)
-        .await
-        .unwrap_err();
+    let err = f.create_err(&pod_id, container("other")).await;
     assert!(
         matches!(&err, ContainerError::UnknownRuntimeHandler { handler, .. } if handler == "gone"),
         "{err}"
@@ -1079,12 +1016,8 @@ async fn a_handler_no_longer_configured_is_never_taken_for_the_default() {
 #[tokio::test]
 async fn recovery_sweeps_unnamed_runtime_states_only_from_roots_berth_owns() {
     let f = runc_fixture().await;
-    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
-    let kept = f
-        .manager
-        .create(&pod_id, container("kept"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("fast", "runc").await;
+    let kept = f.create_ok(&pod_id, container("kept")).await;
     let dir = f.pods.dir.path();
     let runc_root = dir.join("state/runtimes/runc");
     for state in [
@@ -1117,12 +1050,8 @@ async fn recovery_sweeps_unnamed_runtime_states_only_from_roots_berth_owns() {
 #[tokio::test]
 async fn a_checkpoint_is_not_restored_under_a_runtime_binary() {
     let f = runc_fixture().await;
-    let pod_id = f.pods.manager.run(pod("fast"), "runc").await.expect("pod");
-    let id = f
-        .manager
-        .create(&pod_id, container("app"), None)
-        .await
-        .expect("create");
+    let pod_id = f.pod("fast", "runc").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
     f.manager.start(&id).await.expect("start");
     let record = f.manager.get(&id).await.expect("record");
     std::fs::create_dir_all(record.layer_dir.join("upper")).expect("upper");
@@ -1131,17 +1060,9 @@ async fn a_checkpoint_is_not_restored_under_a_runtime_binary() {
         .checkpoint(&id, &archive, Duration::ZERO)
         .await
         .expect("checkpoint");
-    let mut config = container("restored");
-    config.image = Some(cri_api::v1::ImageSpec {
-        image: archive.to_string_lossy().into_owned(),
-        ..Default::default()
-    });
+    let config = of_image("restored", &archive.to_string_lossy());
     f.journal.clear();
-    let err = f
-        .manager
-        .create(&pod_id, config, None)
-        .await
-        .expect_err("a restore under runc");
+    let err = f.create_err(&pod_id, config).await;
     assert!(
         matches!(&err, ContainerError::RestoreUnsupported { handler, .. } if handler == "runc"),
         "{err}"
