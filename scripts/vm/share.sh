@@ -10,6 +10,9 @@
 #   DIR/images/refs.txt  those refs, one a line
 #   DIR/load-images.sh   run in the guest: starts its registry on
 #                        127.0.0.1:5000 and pushes every ref into it
+#   DIR/bin/runc         runc at the pinned version: the RuntimeClass handler
+#                        the node e2e suite's test-handler runs
+#                        (BERTH_TEST_RUNC, or scripts/containerd/install.sh's)
 #   DIR/k8s/             with --k8s K8S_BIN: the Kubernetes binaries
 #                        scripts/k8s/install.sh installed there, with its
 #                        version stamp (the guest's install.sh finds them)
@@ -90,6 +93,9 @@ for tool in crictl critest; do
   [[ -x "$tools_bin/$tool" ]] || die "no $tools_bin/$tool (scripts/install-deps.sh builds it)"
   cp "$tools_bin/$tool" "$dir/bin/"
 done
+runc="${BERTH_TEST_RUNC:-$(bash "$repo/scripts/containerd/install.sh")/runc}"
+[[ -x "$runc" ]] || die "no runc at $runc (scripts/containerd/install.sh builds it)"
+cp "$runc" "$dir/bin/runc"
 log "binaries ($profile): $(cd "$dir/bin" && echo *)"
 
 if [[ -n "$k8s_bin" ]]; then
