@@ -22,6 +22,7 @@ APT_PACKAGES=(
   qemu-system-x86 qemu-utils   # the VM harness's guest (scripts/vm/)
   mmdebstrap e2fsprogs         # its disk image: rootfs dir, mkfs.ext4 -d
   criu                         # CheckpointContainer (run time only; see docs/runtime.md "Checkpoints")
+  crun                         # an OCI runtime for the RuntimeClass handler tests (docs/runtime.md)
 )
 
 log() { echo "install-deps: $*" >&2; }

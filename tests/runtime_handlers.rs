@@ -3,11 +3,15 @@
 //! knows them, and their init is the process runc reports), exec and logs
 //! work, and stop and remove leave nothing in runc's root; a pod of the
 //! default handler never reaches runc. Start-up refuses the old list form
-//! and a handler whose runtime is missing, naming them.
+//! and a handler whose runtime is missing, naming them. A pod whose handler
+//! is `crun` has its container made by crun the same way; crun 1.8.1
+//! (Debian 12's) has no `features` command, so Status reports neither
+//! feature for it.
 //!
 //! runc is the one `scripts/containerd/install.sh` builds
 //! (`/usr/local/lib/berth-containerd/v2.4.2/runc`), or `BERTH_TEST_RUNC`;
-//! without it the runc test says so and does not run.
+//! crun is `/usr/bin/crun` (scripts/install-deps.sh), or `BERTH_TEST_CRUN`.
+//! Without one, its test says so and does not run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,7 +50,15 @@ fn runc_handler(runc: &Path) -> String {
     )
 }
 
-/// `runc --root <root> <args>`, which must succeed; its stdout.
+/// crun as Debian's package installs it, or `BERTH_TEST_CRUN`.
+fn crun() -> Option<PathBuf> {
+    let path: PathBuf = std::env::var_os("BERTH_TEST_CRUN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/crun".into());
+    path.exists().then_some(path)
+}
+
+/// `<runtime> --root <root> <args>`, which must succeed; its stdout.
 fn runc_says(runc: &Path, root: &Path, args: &[&str]) -> String {
     let output = Command::new(runc)
         .arg("--root")
@@ -56,13 +68,15 @@ fn runc_says(runc: &Path, root: &Path, args: &[&str]) -> String {
         .expect("run runc");
     assert!(
         output.status.success(),
-        "runc {args:?}: {}",
+        "{} {args:?}: {}",
+        runc.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// The containers runc's root holds, by id.
+/// The containers the runtime's root holds, by id (runc and crun both
+/// list as JSON).
 fn runc_ids(runc: &Path, root: &Path) -> Vec<String> {
     let list = runc_says(runc, root, &["list", "--format", "json"]);
     let list: serde_json::Value = serde_json::from_str(list.trim()).unwrap_or_default();
@@ -193,6 +207,126 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
     harness.remove_pod(&plain).await;
     assert!(runc_ids(&runc, &root).is_empty());
     assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_with_handler_crun_runs_under_crun() {
+    let Some(crun) = crun() else {
+        eprintln!("skipped: no crun (apt-get install crun, or set BERTH_TEST_CRUN)");
+        return;
+    };
+    let node = Node::start_with(
+        &format!(
+            "[runtime_handlers.crun]\nruntime_path = \"{}\"\n",
+            crun.display()
+        ),
+        &[],
+    );
+    let harness = Harness::start_on(node).await;
+    let root = harness.berthd.sandbox.state().join("runtimes/crun");
+    let mut client = harness.client().await;
+
+    // Status: without a `features` command (crun before 1.9) the handler
+    // is listed with neither feature; berthd starts all the same.
+    let has_features = Command::new(&crun)
+        .arg("features")
+        .output()
+        .expect("run crun")
+        .status
+        .success();
+    let status = client
+        .status(StatusRequest::default())
+        .await
+        .expect("Status")
+        .into_inner();
+    let handler = status
+        .runtime_handlers
+        .iter()
+        .find(|h| h.name == "crun")
+        .expect("handler crun in Status");
+    let features = handler.features.expect("features");
+    if !has_features {
+        assert!(
+            !features.recursive_read_only_mounts && !features.user_namespaces,
+            "{features:?}"
+        );
+    }
+
+    let (pod, config) = harness
+        .run_pod_under("crun", NamespaceMode::Pod, "crun")
+        .await;
+    let app = container_config(
+        "app",
+        &harness.image,
+        &["sh", "-c", "echo started under crun; exec sleep 3600"],
+    );
+
+    // crun (1.8.1 at least) refuses a cgroup v1 host whose unified
+    // hierarchy holds a controller: CreateContainer fails with crun's own
+    // reason, and crun's root keeps nothing.
+    if hybrid_with_v2_controllers() {
+        let err = client
+            .create_container(CreateContainerRequest {
+                pod_sandbox_id: pod.clone(),
+                config: Some(app),
+                sandbox_config: Some(config.clone()),
+            })
+            .await
+            .expect_err("crun refuses a hybrid cgroup host");
+        assert!(err.message().contains("hybrid mode"), "{err:?}");
+        assert!(runc_ids(&crun, &root).is_empty());
+        harness.remove_pod(&pod).await;
+        eprintln!("crun refuses this host's cgroup layout (hybrid, controllers on cgroup2)");
+        return;
+    }
+    let id = harness.run_container(&pod, &config, app).await;
+
+    // crun made it: its root has the container, running, and the pid it
+    // reports is the container's `sleep`.
+    assert_eq!(runc_ids(&crun, &root), std::slice::from_ref(&id));
+    let state: serde_json::Value =
+        serde_json::from_str(&runc_says(&crun, &root, &["state", &id])).expect("crun state");
+    assert_eq!(state["status"], "running", "{state}");
+    let pid = state["pid"].as_i64().expect("pid");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the init runs");
+    assert_eq!(
+        String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
+        "sleep 3600"
+    );
+
+    let exec = client
+        .exec_sync(ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["sh".into(), "-c".into(), "echo exec $$; exit 3".into()],
+            timeout: 20,
+        })
+        .await
+        .expect("ExecSync")
+        .into_inner();
+    assert_eq!(exec.exit_code, 3);
+    assert!(
+        String::from_utf8_lossy(&exec.stdout).starts_with("exec "),
+        "{exec:?}"
+    );
+    let log = std::fs::read_to_string(harness.log_dir("crun").join("app.log")).expect("log");
+    assert!(log.contains("stdout F started under crun"), "{log}");
+
+    // Stop and remove: crun's root is left empty.
+    harness.stop_container(&id, 10).await;
+    harness
+        .wait_state(&id, ContainerState::ContainerExited)
+        .await;
+    harness.remove_container(&id).await;
+    assert!(runc_ids(&crun, &root).is_empty());
+    harness.remove_pod(&pod).await;
+    assert_eq!(std::fs::read_dir(&root).expect("crun root").count(), 0);
+}
+
+/// A cgroup v1 host whose unified hierarchy (`/sys/fs/cgroup/unified`)
+/// has a controller, as when no v1 hierarchy mounts hugetlb.
+fn hybrid_with_v2_controllers() -> bool {
+    std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers")
+        .is_ok_and(|controllers| !controllers.trim().is_empty())
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -18,7 +18,11 @@
 #      the development host's kernel), and a restore from the archive;
 #      then CheckpointPod and RestorePod of a pod of two containers;
 #   3. critest v1.37.0 against berthd there, compared on the host with
-#      tests/critest-expected-failures-guest.txt;
+#      tests/critest-expected-failures-guest.txt; then a short subset
+#      (BERTH_VM_CRITEST_HANDLER_FOCUS, "none" leaves it out) with every
+#      pod under RuntimeClass handler runc (the share's bin/runc, driven
+#      with --systemd-cgroup; BERTH_VM_CRITEST_HANDLER=NAME=PATH another),
+#      compared with the same list;
 #   4. the Kubernetes stage (scripts/k8s/e2e.sh) in the guest: etcd,
 #      kube-apiserver and kubelet v1.37.2 with cgroupDriver unset, which must
 #      take systemd from berth, and its scenarios, among them a static pod
@@ -172,6 +176,28 @@ if [[ "$focus" != none ]]; then
     log "critest wrote no report"
     status=1
   fi
+fi
+# The same suite with an OCI runtime binary making the containers: the
+# basic lifecycle, exec and the namespace modes, a few minutes here.
+# BERTH_VM_CRITEST_HANDLER=NAME=PATH (a path in the guest) picks another.
+handler_focus="${BERTH_VM_CRITEST_HANDLER_FOCUS:-Container runtime should support (basic operations|execSync)|NamespaceOption}"
+handler="${BERTH_VM_CRITEST_HANDLER:-runc=/mnt/share/bin/runc}"
+handler_name="${handler%%=*}"
+if [[ "$handler_focus" != none ]]; then
+  log "critest in the guest under handler $handler_name (${handler_focus:0:60}...)"
+  handler_start=$SECONDS
+  out="$(vm_out_dir)"
+  vm_sh "CRITEST_FOCUS='$handler_focus' CRITEST_RUNTIME_HANDLER='$handler' \
+    bash /mnt/share/scripts/vm/in-guest/critest.sh /root/critest-handler /mnt/share/bin \
+    \"\$BERTH_VM_OUT/critest-handler-report.json\"" || true
+  if [[ -s "$out/critest-handler-report.json" ]]; then
+    python3 scripts/critest_results.py "$out/critest-handler-report.json" \
+      tests/critest-expected-failures-guest.txt --partial || status=1
+  else
+    log "critest under handler $handler_name wrote no report"
+    status=1
+  fi
+  log "critest under handler $handler_name in $((SECONDS - handler_start)) s"
 fi
 
 if [[ "$k8s_focus" != none ]]; then

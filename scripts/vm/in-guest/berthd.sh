@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Inside the guest: starts or stops a berthd of the test stage's own, with
 # the driver on "auto" (systemd here; BERTH_GUEST_DRIVER changes it), registry mirrors to the guest's local
-# registry and a CNI bridge network of its own.
+# registry and a CNI bridge network of its own. BERTH_GUEST_RUNTIME_HANDLER=
+# NAME=PATH also configures RuntimeClass handler NAME with the OCI runtime
+# binary PATH.
 #
 #   berthd.sh start WORK_DIR BIN_DIR   socket at WORK_DIR/berth.sock
 #   berthd.sh stop WORK_DIR            removes its pods, stops it by pid,
@@ -29,7 +31,17 @@ start)
   mkdir -p "$work/net.d"
   write_bridge_network "$work/net.d/99-berth.conflist" berth-guest berth-g0 \
     10.90.0.0/16 "$work/cni-ipam"
-  write_berthd_config "$work/runtime-config.toml" "${BERTH_GUEST_DRIVER:-auto}" "$work/net.d" 127.0.0.1:5000
+  extra_toml=""
+  if [[ -n "${BERTH_GUEST_RUNTIME_HANDLER:-}" ]]; then
+    handler="${BERTH_GUEST_RUNTIME_HANDLER%%=*}"
+    handler_path="${BERTH_GUEST_RUNTIME_HANDLER#*=}"
+    if [[ "$handler" == "$BERTH_GUEST_RUNTIME_HANDLER" || ! -x "$handler_path" ]]; then
+      echo "BERTH_GUEST_RUNTIME_HANDLER must be NAME=PATH of an executable, not $BERTH_GUEST_RUNTIME_HANDLER" >&2
+      exit 2
+    fi
+    extra_toml="[runtime_handlers.$handler]\nruntime_path = \"$handler_path\""
+  fi
+  write_berthd_config "$work/runtime-config.toml" "${BERTH_GUEST_DRIVER:-auto}" "$work/net.d" 127.0.0.1:5000 "$extra_toml"
   # The state dir on a tmpfs of its own, as /run is on a node: shims then
   # create containers in a trimmed mount table (berth-shim's mount_view),
   # here under systemd's shared mount propagation.

@@ -8,7 +8,9 @@
 #
 # Environment: CRITEST_FOCUS (a regexp: run only those specs),
 # CRITEST_TIMEOUT (suite timeout, default 60m: process start-up is 10-50
-# times slower under emulation).
+# times slower under emulation), CRITEST_RUNTIME_HANDLER=NAME=PATH (every
+# pod runs under RuntimeClass handler NAME, configured with the OCI runtime
+# binary PATH: critest's --runtime-handler, as scripts/critest.sh).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${1:?WORK_DIR}"
@@ -17,7 +19,8 @@ report="${3:?REPORT_FILE}"
 mkdir -p "$work"
 export PATH="$bin:$PATH"
 
-bash "$here/berthd.sh" start "$work" "$bin" || exit 1
+BERTH_GUEST_RUNTIME_HANDLER="${CRITEST_RUNTIME_HANDLER:-}" \
+  bash "$here/berthd.sh" start "$work" "$bin" || exit 1
 trap 'bash "$here/berthd.sh" stop "$work"' EXIT
 
 args=(
@@ -29,7 +32,8 @@ args=(
   --ginkgo.no-color
 )
 [[ -n "${CRITEST_FOCUS:-}" ]] && args+=(--ginkgo.focus "$CRITEST_FOCUS")
-echo "guest critest: ${CRITEST_FOCUS:+focus $CRITEST_FOCUS}" >&2
+[[ -n "${CRITEST_RUNTIME_HANDLER:-}" ]] && args+=(--runtime-handler "${CRITEST_RUNTIME_HANDLER%%=*}")
+echo "guest critest: ${CRITEST_FOCUS:+focus $CRITEST_FOCUS}${CRITEST_RUNTIME_HANDLER:+ handler $CRITEST_RUNTIME_HANDLER}" >&2
 (cd "$work" && critest "${args[@]}" >"$work/critest.log" 2>&1)
 status=$?
 echo "guest critest exited with $status" >&2
