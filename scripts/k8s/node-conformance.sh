@@ -35,6 +35,8 @@
 #                                minutes) instead of the whole focus
 #   BERTH_NODE_CONFORMANCE_FOCUS a regexp replacing the focus (a partial run:
 #                                unlisted expected failures are not reported)
+#   BERTH_NODE_CONFORMANCE_SKIP  a regexp of specs to leave out besides the
+#                                suite's own skips (a partial run)
 #   BERTH_NODE_CONFORMANCE_NODES ginkgo's parallel nodes (default 8)
 #   BERTH_NODE_CONFORMANCE_TIMEOUT  ginkgo's suite timeout (default 2h)
 #   BERTH_NODE_CONFORMANCE_KEEP=1   keep the work dir (logs, report)
@@ -93,6 +95,8 @@ NODE="$(hostname)"
 FOCUS='\[NodeConformance\]'
 # Not for a shared host, or needing features this suite leaves off.
 SKIP='\[Flaky\]|\[Slow\]|\[Serial\]|\[Disruptive\]|\[Feature:.+\]'
+# More to leave out (a shard of the focus: Go's regexps cannot negate).
+[[ -n "${BERTH_NODE_CONFORMANCE_SKIP:-}" ]] && SKIP="$SKIP|$BERTH_NODE_CONFORMANCE_SKIP"
 # The CI subset: specs of the kinds the node runs all day (container
 # lifecycle, image updates, probes, hooks, env, volumes, security contexts,
 # logs, hostnames), picked for their short run time; among them one each of
@@ -104,8 +108,8 @@ if [[ "${BERTH_NODE_CONFORMANCE_SUBSET:-0}" == 1 ]]; then
   FOCUS="$SUBSET_FOCUS"
   partial=--partial
 fi
-if [[ -n "${BERTH_NODE_CONFORMANCE_FOCUS:-}" ]]; then
-  FOCUS="$BERTH_NODE_CONFORMANCE_FOCUS"
+if [[ -n "${BERTH_NODE_CONFORMANCE_FOCUS:-}" || -n "${BERTH_NODE_CONFORMANCE_SKIP:-}" ]]; then
+  FOCUS="${BERTH_NODE_CONFORMANCE_FOCUS:-$FOCUS}"
   partial=--partial
 fi
 

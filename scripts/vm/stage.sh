@@ -38,6 +38,7 @@
 #      below), "host-subset" (the host's CI subset of
 #      scripts/k8s/node-conformance.sh), "all" (the whole focus, hours
 #      under emulation; also --full), "none", or a regexp of specs to run;
+#      BERTH_VM_NODE_CONFORMANCE_SKIP a regexp of specs to leave out;
 #
 #   6. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
 #      slowest part, see docs/testing.md "The kubeadm node"): a kubeadm node
@@ -230,6 +231,8 @@ if [[ "$node_conformance" != none ]]; then
   nc_timeout=2400
   [[ "$node_conformance" == all ]] && nc_timeout=21600
   BERTH_VM_JOB_TIMEOUT="${BERTH_VM_NODE_CONFORMANCE_JOB_TIMEOUT:-$nc_timeout}" \
+  [[ -n "${BERTH_VM_NODE_CONFORMANCE_SKIP:-}" ]] &&
+    nc_env+=" BERTH_NODE_CONFORMANCE_SKIP='$BERTH_VM_NODE_CONFORMANCE_SKIP'"
     vm_sh "$nc_env ${BERTH_VM_NODE_CONFORMANCE_NODES:+BERTH_NODE_CONFORMANCE_NODES=$BERTH_VM_NODE_CONFORMANCE_NODES} \
     ${BERTH_NODE_CONFORMANCE_TIMEOUT:+BERTH_NODE_CONFORMANCE_TIMEOUT=$BERTH_NODE_CONFORMANCE_TIMEOUT} \
     bash /mnt/share/scripts/vm/in-guest/node-conformance.sh /mnt/share/bin /mnt/share/k8s" || status=1
