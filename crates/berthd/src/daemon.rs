@@ -262,7 +262,6 @@ fn open_sandboxes(
         user_namespaces: kernel.user_namespaces,
         lsm,
         pod_cidr: RwLock::new(None),
-        unfinished: Default::default(),
     })
 }
 

@@ -146,10 +146,7 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | SavedCniConfig { .. }
         | Io { .. }
         | State(_)
-        | Intent(_)
-        | Journal(_)
-        | ForeignJournal { .. }
-        | Unmount { .. } => Code::Internal,
+        | Intent(_) => Code::Internal,
     }
 }
 
