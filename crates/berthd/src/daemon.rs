@@ -262,6 +262,7 @@ fn open_sandboxes(
         user_namespaces: kernel.user_namespaces,
         lsm,
         pod_cidr: RwLock::new(None),
+        unfinished: Default::default(),
     })
 }
 

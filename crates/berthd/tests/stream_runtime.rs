@@ -143,6 +143,7 @@ impl Runtime {
             user_namespaces: false,
             lsm: berth_spec::LsmHost::default(),
             pod_cidr: std::sync::RwLock::new(None),
+            unfinished: Default::default(),
         });
         let containers = Arc::new(ContainerManager {
             store: ContainerStore::open(&tmp.path().join("containers")).expect("store"),

@@ -146,7 +146,10 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | SavedCniConfig { .. }
         | Io { .. }
         | State(_)
-        | Intent(_) => Code::Internal,
+        | Intent(_)
+        | Journal(_)
+        | ForeignJournal { .. }
+        | Unmount { .. } => Code::Internal,
     }
 }
 
