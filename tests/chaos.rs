@@ -444,6 +444,7 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
         state.join("runtime"),
         ns.clone(),
         root.join("containers"),
+        root.join("pods"),
     ]
     .iter()
     .map(|d| {

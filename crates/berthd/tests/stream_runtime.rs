@@ -132,6 +132,7 @@ impl Runtime {
                 binary: berthd::helper_binary::HelperBinary::unprotected("/nonexistent"),
             }),
             ns_dir: tmp.path().join("ns"),
+            pods_dir: tmp.path().join("pods"),
             cgroup_lock: std::sync::Mutex::new(()),
             runtime_handlers: Arc::new(berthd::runtime_handlers::RuntimeHandlers::default_only(
                 tmp.path().join("runtime"),
@@ -714,6 +715,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
             ..Default::default()
         },
         dir: PathBuf::new(),
+        files_dir: None,
         namespaces,
         infra: None,
         cgroup_parent: String::new(),

@@ -747,10 +747,11 @@ fn sandbox_namespaces(sandbox: &SandboxRecord, target_pid: Option<u32>) -> Sandb
 
 /// The pod's files every container mounts.
 fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
+    let dir = sandbox.files_dir();
     SandboxFiles {
-        hostname: Some(sandbox.dir.join("hostname")),
-        hosts: Some(sandbox.dir.join("hosts")),
-        resolv_conf: Some(sandbox.dir.join("resolv.conf")),
+        hostname: Some(dir.join("hostname")),
+        hosts: Some(dir.join("hosts")),
+        resolv_conf: Some(dir.join("resolv.conf")),
         shm: sandbox.shm.clone(),
     }
 }

@@ -62,8 +62,12 @@ pub enum PodResource {
         netns: PathBuf,
         result: Option<serde_json::Value>,
     },
-    /// hostname, hosts and resolv.conf in `dir`.
+    /// hostname, hosts and resolv.conf in `dir`, the sandbox's directory
+    /// (a run of an older berthd; the directory goes with `SandboxDir`).
     DnsFiles { dir: PathBuf },
+    /// The pod's own directory under the root dir, and hostname, hosts
+    /// and resolv.conf in it. Entered before the directory is made.
+    PodFiles { dir: PathBuf },
 }
 
 impl PodResource {
@@ -78,7 +82,8 @@ impl PodResource {
             | PodResource::Cgroup { .. }
             | PodResource::Namespaces { .. }
             | PodResource::Shm { .. }
-            | PodResource::DnsFiles { .. } => false,
+            | PodResource::DnsFiles { .. }
+            | PodResource::PodFiles { .. } => false,
         }
     }
 }
@@ -226,8 +231,11 @@ impl PodJournal {
                 result: record.cni_result.clone(),
             });
         }
-        entries.push(PodResource::DnsFiles {
-            dir: record.dir.clone(),
+        entries.push(match &record.files_dir {
+            Some(dir) => PodResource::PodFiles { dir: dir.clone() },
+            None => PodResource::DnsFiles {
+                dir: record.dir.clone(),
+            },
         });
         Self {
             format: FORMAT,

@@ -53,6 +53,7 @@ pub(crate) fn fixture_with_handlers(
         network: network.clone(),
         namespaces: namespaces.clone(),
         ns_dir: dir.path().join("ns"),
+        pods_dir: dir.path().join("pods"),
         cgroup_lock: std::sync::Mutex::new(()),
         runtime_handlers: Arc::new(handlers(
             dir.path(),
@@ -275,6 +276,11 @@ pub(crate) fn assert_no_trace(f: &Fixture, step: &str) {
         Vec::<String>::new(),
         "{step}"
     );
+    assert_eq!(
+        entries(&f.dir.path().join("pods")),
+        Vec::<String>::new(),
+        "{step}: pod files"
+    );
     assert_eq!(f.cgroups.cgroups(), Vec::<String>::new(), "{step}");
 }
 
@@ -423,11 +429,13 @@ async fn recovery_undoes_a_run_that_left_no_record() {
 async fn recovery_releases_pins_no_record_names_and_is_idempotent() {
     let f = fixture();
     let id = crash_before_record(&f, "web").await;
-    // A removal cut short after the sandbox dir went: only pins are left.
+    // A removal cut short after the sandbox dir went: only pins and the
+    // pod's files dir are left.
     std::fs::remove_dir_all(f.dir.path().join("sandboxes").join(&id)).expect("rm");
-    assert_eq!(f.manager.recover().await, (0, 1));
+    assert_eq!(f.manager.recover().await, (0, 2));
     assert_eq!(f.manager.recover().await, (0, 0));
     assert_eq!(entries(&f.dir.path().join("ns")), Vec::<String>::new());
+    assert_eq!(entries(&f.dir.path().join("pods")), Vec::<String>::new());
 }
 
 /// Status and lists read a pod as last persisted: a stop held in CNI DEL

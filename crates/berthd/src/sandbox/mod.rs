@@ -46,6 +46,9 @@ pub struct SandboxManager {
     pub namespaces: Arc<dyn PodNamespaces>,
     /// Where namespaces are pinned: `<state_dir>/ns/<sandbox id>/<kind>`.
     pub ns_dir: PathBuf,
+    /// Where pods' hostname, hosts and resolv.conf are, on disk:
+    /// `<root_dir>/pods/<sandbox id>/` (`RootLayout::pods`).
+    pub pods_dir: PathBuf,
     /// Held while creating a sandbox cgroup under a parent, and while
     /// removing cgroups and unused parents, so a parent is never removed
     /// between being ensured and receiving its child.

@@ -1,7 +1,7 @@
 //! Sandboxes at start-up (see `crate::recovery`): a sandbox directory
 //! without a record is a run that never finished (or whose undo failed),
 //! torn down from its journal, or from the intent an older berthd wrote;
-//! pins no sandbox names are released.
+//! pins and pod files dirs no sandbox names are released.
 
 use std::path::Path;
 
@@ -40,7 +40,10 @@ impl SandboxManager {
             }
             undone += 1;
         }
-        (undone, self.release_unnamed_pins())
+        (
+            undone,
+            self.release_unnamed_pins() + self.remove_unnamed_pod_files(),
+        )
     }
 
     /// The journal of an unrecorded sandbox dir: its own, or one made from
@@ -112,6 +115,25 @@ impl SandboxManager {
             }
         }
         released
+    }
+
+    /// Pod files dirs no sandbox dir names: those of every pod before a
+    /// reboot (the root dir is on disk, the state dir a tmpfs), or of a
+    /// removal cut short after its sandbox dir went.
+    fn remove_unnamed_pod_files(&self) -> usize {
+        let mut removed = 0;
+        for dir in entries(&self.pods_dir) {
+            let named = dir
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|id| self.store.record_dir(id).exists());
+            if !named {
+                tracing::info!(dir = %dir.display(), "recovery: removing pod files no sandbox names");
+                remove_tree(&dir);
+                removed += 1;
+            }
+        }
+        removed
     }
 
     /// Removes cgroup parents berth made that nothing uses any more.

@@ -220,8 +220,9 @@ impl SandboxManager {
         }
         let network = network?;
         let ips = network.as_ref().map(|n| n.ips.clone()).unwrap_or_default();
-        journal.append(PodResource::DnsFiles { dir: dir.clone() })?;
-        write_dns_files(&dir, &config, &hostname, &ips)?;
+        let files_dir =
+            self.make_files_dir(id, userns.as_ref().map(|u| u.host_root().1), journal)?;
+        write_dns_files(&files_dir, &config, &hostname, &ips)?;
 
         let record = SandboxRecord {
             format: crate::state_store::RECORD_FORMAT,
@@ -232,6 +233,7 @@ impl SandboxManager {
             runtime_handler: runtime_handler.to_string(),
             config,
             dir,
+            files_dir: Some(files_dir),
             namespaces: pinned.namespaces,
             infra,
             // The parent in the driver's own form (a slice name under
@@ -280,11 +282,10 @@ impl SandboxManager {
     /// The sandbox's dir comes first: the journal goes there before any
     /// other side effect, and recovery finds half-made sandboxes by it.
     ///
-    /// The sandbox's dir holds the pod's /dev/shm and its DNS files: root's
-    /// alone (0700), as containerd's, so no host user reaches the pod's
-    /// shared memory. In a pod with its own user namespace its mapped root
-    /// group may search it (0710): the containers' binds of those files are
-    /// made from inside the namespace.
+    /// The sandbox's dir holds the pod's /dev/shm: root's alone (0700), as
+    /// containerd's, so no host user reaches the pod's shared memory. In a
+    /// pod with its own user namespace its mapped root group may search it
+    /// (0710): the containers' binds are made from inside the namespace.
     fn make_dirs<'j>(
         &self,
         id: &str,
@@ -313,6 +314,24 @@ impl SandboxManager {
         std::fs::create_dir_all(&ns_dir).map_err(|err| SandboxError::io("namespace dir", err))?;
         restrict_dir(&ns_dir, userns_gid).map_err(|err| SandboxError::io("namespace dir", err))?;
         Ok((dir, ns_dir, made))
+    }
+
+    /// The pod's dir for its hostname, hosts and resolv.conf, under the
+    /// root dir: on disk, as containers in a user namespace bind them
+    /// idmapped and kernels before 6.3 cannot idmap the state dir's tmpfs.
+    /// Journaled before it is made, so every teardown removes it; one a
+    /// reboot's empty state dir no longer names is swept by recovery.
+    fn make_files_dir(
+        &self,
+        id: &str,
+        userns_gid: Option<u32>,
+        journal: &mut PodJournal,
+    ) -> Result<PathBuf, SandboxError> {
+        let dir = self.pods_dir.join(id);
+        journal.append(PodResource::PodFiles { dir: dir.clone() })?;
+        std::fs::create_dir_all(&dir).map_err(|err| SandboxError::io("pod files dir", err))?;
+        restrict_dir(&dir, userns_gid).map_err(|err| SandboxError::io("pod files dir", err))?;
+        Ok(dir)
     }
 
     /// What berth-pinns made, into the journal in one write: its pins and

@@ -120,21 +120,24 @@ impl SandboxManager {
                 self.del_network(journal, config, netns, result.as_ref())
                     .await
             }
-            PodResource::DnsFiles { dir } => {
-                for name in DNS_FILES {
-                    let path = dir.join(name);
-                    match std::fs::remove_file(&path) {
-                        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(SandboxError::io(
-                                format!("pod file {}", path.display()),
-                                err,
-                            ))
-                        }
-                        _ => {}
-                    }
+            PodResource::DnsFiles { dir } => remove_pod_files(dir),
+            // berth's own dir, holding only those files (and the temporary
+            // file of a write a crash cut short): it goes whole. Never made
+            // (its parent is missing, or not a dir) is gone already.
+            PodResource::PodFiles { dir } => match std::fs::remove_dir_all(dir) {
+                Err(err)
+                    if !matches!(
+                        err.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    Err(SandboxError::io(
+                        format!("pod files dir {}", dir.display()),
+                        err,
+                    ))
                 }
-                Ok(())
-            }
+                _ => Ok(()),
+            },
         }
     }
 
@@ -227,6 +230,23 @@ impl SandboxManager {
     pub(super) async fn note_unfinished_run(&self, id: &str) {
         self.unfinished.0.lock().await.insert(id.to_string());
     }
+}
+
+/// Removes hostname, hosts and resolv.conf from `dir`.
+fn remove_pod_files(dir: &Path) -> Result<(), SandboxError> {
+    for name in DNS_FILES {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(SandboxError::io(
+                    format!("pod file {}", path.display()),
+                    err,
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Removes the sandbox's directory with the journal last: a crash midway

@@ -170,7 +170,9 @@ async fn an_intent_of_an_older_berthd_is_undone_at_start() {
     let id = f.manager.run(pod("web"), "").await.expect("run");
     let dir = f.manager.store.record_dir(&id);
     let record = f.manager.published(&id).expect("record");
-    // What an older berthd killed just before writing the record left.
+    // What an older berthd killed just before writing the record left
+    // (its pod files were in the sandbox dir).
+    std::fs::remove_dir_all(f.dir.path().join("pods").join(&id)).expect("rm files");
     std::fs::remove_file(dir.join(journal::FILE)).expect("rm journal");
     std::fs::remove_file(dir.join("sandbox.json")).expect("rm record");
     f.manager.store.remove(&id);
@@ -262,4 +264,122 @@ async fn a_remove_cut_short_in_del_is_finished_after_the_next_start() {
         .exists());
     f.manager.remove(&id).await.expect("remove");
     assert_no_trace(&f, "remove cut short");
+}
+
+/// A pod's hostname, hosts and resolv.conf are in its dir under the root
+/// dir, not in the sandbox's (a tmpfs on a node, which kernels before 6.3
+/// cannot idmap for a pod in a user namespace), and go with the pod.
+#[tokio::test]
+async fn a_pods_files_are_in_its_root_dir_and_go_with_its_remove() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("run");
+    let record = f.manager.published(&id).expect("record");
+    let files = f.dir.path().join("pods").join(&id);
+    assert_eq!(record.files_dir(), files);
+    assert_eq!(entries(&files), ["hostname", "hosts", "resolv.conf"]);
+    assert_eq!(
+        std::fs::read_to_string(files.join("hostname")).expect("hostname"),
+        "web\n"
+    );
+    let sandbox = entries(&f.manager.store.record_dir(&id));
+    assert!(!sandbox.iter().any(|name| name == "hosts"), "{sandbox:?}");
+    // Journaled as one resource, after the network (undone before it).
+    let journal = PodJournal::load(&f.manager.store.record_dir(&id))
+        .expect("load")
+        .expect("journal");
+    assert_eq!(
+        journal.entries.last(),
+        Some(&PodResource::PodFiles { dir: files.clone() })
+    );
+    // Stop keeps them: containers of a stopped pod may still be inspected.
+    f.manager.stop(&id).await.expect("stop");
+    assert!(files.join("hosts").exists());
+    f.manager.remove(&id).await.expect("remove");
+    assert!(!files.exists());
+    assert_no_trace(&f, "remove");
+}
+
+/// The files dir cannot be made: the run fails and its undo takes the
+/// rest, the entry written before the dir being harmless to undo.
+#[tokio::test]
+async fn a_pod_files_dir_that_cannot_be_made_fails_the_run_and_leaves_nothing() {
+    let f = fixture();
+    std::fs::write(f.dir.path().join("pods"), b"not a dir").expect("block");
+    let err = f.manager.run(pod("web"), "").await.unwrap_err();
+    assert!(err.to_string().contains("pod files dir"), "{err}");
+    std::fs::remove_file(f.dir.path().join("pods")).expect("unblock");
+    assert_no_trace(&f, "files dir");
+    f.manager
+        .run(pod("web"), "")
+        .await
+        .expect("the name is free");
+}
+
+/// berthd killed after a run wrote the pod's files, before its record:
+/// the next start's teardown of the journal removes them.
+#[tokio::test]
+async fn recovery_removes_the_files_of_a_run_that_left_no_record() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("run");
+    let dir = f.manager.store.record_dir(&id);
+    std::fs::remove_file(dir.join("sandbox.json")).expect("rm record");
+    f.manager.store.remove(&id);
+    // And a write cut short left its temporary file.
+    let files = f.dir.path().join("pods").join(&id);
+    std::fs::write(files.join(".hosts.1.0.tmp"), b"half").expect("tmp");
+    assert_eq!(f.manager.recover().await, (1, 0));
+    f.manager.remove_unused_parents();
+    assert_no_trace(&f, "recovered");
+}
+
+/// After a reboot the state dir (a tmpfs) is empty and the root dir is
+/// not: the files of pods no sandbox dir names are removed at start, those
+/// of a pod that still has its sandbox dir kept.
+#[tokio::test]
+async fn recovery_removes_pod_files_no_sandbox_names() {
+    let f = fixture();
+    let kept = f.manager.run(pod("db"), "").await.expect("run");
+    let stale = f.dir.path().join("pods").join("0123abcd");
+    std::fs::create_dir_all(&stale).expect("stale");
+    std::fs::write(stale.join("hosts"), b"127.0.0.1 localhost\n").expect("hosts");
+    assert_eq!(f.manager.recover().await, (0, 1));
+    assert!(!stale.exists());
+    assert!(f.dir.path().join("pods").join(&kept).join("hosts").exists());
+    assert_eq!(f.manager.recover().await, (0, 0));
+    f.manager.remove(&kept).await.expect("remove");
+    assert_no_trace(&f, "reboot");
+}
+
+/// A pod an older berthd ran keeps its files in its sandbox dir: its
+/// record has no files dir, and it is served and removed from there.
+#[tokio::test]
+async fn an_older_pods_files_are_served_and_removed_from_its_sandbox_dir() {
+    let f = fixture();
+    let id = f.manager.run(pod("web"), "").await.expect("run");
+    let dir = f.manager.store.record_dir(&id);
+    let files = f.dir.path().join("pods").join(&id);
+    // What an older berthd left: the files beside the record, a record
+    // without `files_dir`, no journal.
+    for name in ["hostname", "hosts", "resolv.conf"] {
+        std::fs::rename(files.join(name), dir.join(name)).expect("move");
+    }
+    std::fs::remove_dir(&files).expect("rm files dir");
+    std::fs::remove_file(dir.join(journal::FILE)).expect("rm journal");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("sandbox.json")).expect("read"))
+            .expect("json");
+    json.as_object_mut().expect("object").remove("files_dir");
+    std::fs::write(dir.join("sandbox.json"), json.to_string()).expect("write");
+    let reloaded = super::store::SandboxStore::open(&f.dir.path().join("sandboxes")).expect("open");
+    let old = reloaded.published(&id).expect("find").expect("the record");
+    assert_eq!(old.files_dir, None);
+    assert_eq!(old.files_dir(), dir);
+    f.manager.store.insert((*old).clone());
+    let journal = PodJournal::from_record(&old, &f.dir.path().join("ns").join(&id));
+    assert_eq!(
+        journal.entries.last(),
+        Some(&PodResource::DnsFiles { dir: dir.clone() })
+    );
+    f.manager.remove(&id).await.expect("remove");
+    assert_no_trace(&f, "older pod");
 }
