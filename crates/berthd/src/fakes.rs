@@ -502,6 +502,13 @@ impl Shims for FakeShims {
                 killed.then_some(Response::Ok)
             }
             Request::Shutdown => {
+                // A shim that never answers: it lives on, its container too.
+                if self.journal.step("shim hangs at shutdown") {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "injected: no answer",
+                    ));
+                }
                 self.journal.write("shutdown shim");
                 self.sign(dir);
                 lock(&self.states).remove(dir).map(|_| Response::Ok)

@@ -226,3 +226,25 @@ async fn a_create_failing_at_any_step_leaves_nothing() {
             .unwrap_or_else(|err| panic!("{}: again: {err}", case.what));
     }
 }
+
+#[tokio::test]
+async fn a_failed_create_whose_shim_hangs_leaves_nothing() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(plain_pod(), "").await.expect("pod");
+    let cgroups_before = f.pods.cgroups.cgroups();
+    // The create fails after the shim made the container, and the shim
+    // answers neither the kill nor the shutdown of the undo.
+    f.pods.cgroups.fail("restrict_devices");
+    f.journal.fail("shim hangs at shutdown");
+    f.journal.clear();
+    f.manager
+        .create(&pod_id, plain(), None)
+        .await
+        .expect_err("restrict_devices fails");
+    let entries = f.journal.entries();
+    assert!(
+        entries.iter().any(|entry| entry == "kill unrecorded shim"),
+        "the hung shim is killed: {entries:?}"
+    );
+    assert_nothing_left(&f, "a hung shim", &cgroups_before);
+}
