@@ -436,6 +436,21 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
     for dir in &cgroup_dirs {
         eprintln!("chaos: cgroup left: {}", dir.display());
     }
+    // What berthd did with each leaked object (the log's tail rarely has it).
+    let log = harness.berthd.log_text();
+    let mut named: Vec<String> = cgroup_dirs
+        .iter()
+        .filter_map(|dir| dir.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.len() == 64)
+        .collect();
+    named.sort();
+    named.dedup();
+    for id in &named {
+        for line in log.lines().filter(|line| line.contains(id.as_str())) {
+            eprintln!("chaos: log of {}: {line}", &id[..12]);
+        }
+    }
     let cgroups = cgroup_dirs.len();
     let dirs: usize = [
         state.join("sandboxes"),
