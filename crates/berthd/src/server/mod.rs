@@ -4,7 +4,8 @@
 //! `serve_<rpc>` handler; `runtime_service.rs` and `image_service.rs` only
 //! route the generated traits to them. The other files are what several
 //! handlers share: `lifecycle_events.rs` (emitting events),
-//! `streaming.rs` (Exec/Attach/PortForward checks), `pod_members.rs`,
+//! `streaming.rs` (Exec/Attach/PortForward checks), `pod_members.rs` (the
+//! pod layer, `crate::pod`, over the context),
 //! `cadvisor_metrics.rs` (usage as cadvisor metrics).
 
 mod cadvisor_metrics;
