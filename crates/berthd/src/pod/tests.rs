@@ -123,11 +123,25 @@ async fn stop_and_remove_events_come_in_lifecycle_order() {
 
 #[tokio::test]
 async fn a_remove_of_a_running_pod_removes_its_containers_first() {
-    let f = fixture().await;
+    let f = fixture_sharing_journal().await;
     let (pod_id, ids) = running_pod(&f).await;
     let events = Recorder::new();
     let pods = pods_over(&f.manager, events.clone());
+    f.journal.clear();
     pods.remove(&pod_id).await.expect("remove");
+    let entries = f.journal.entries();
+    let containers: Vec<usize> = (0..entries.len())
+        .filter(|&i| ["shutdown shim", "unmount rootfs"].contains(&entries[i].as_str()))
+        .collect();
+    assert_eq!(containers.len(), 4, "two shims, two rootfs: {entries:?}");
+    let del = entries
+        .iter()
+        .position(|entry| entry == "cni del")
+        .expect("the pod's teardown");
+    assert!(
+        containers.iter().all(|&i| i < del),
+        "the containers' teardown before the pod's: {entries:?}"
+    );
     containers_then_pod(&events.events(), &pod_id, &ids, Lifecycle::Removed);
     assert_no_trace(&f, "removed");
     assert_no_pod_trace(&f.pods, "removed");
