@@ -4,6 +4,7 @@
 
 pub mod block_devices;
 pub mod cgroup_driver;
+pub mod cgroup_reading;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -1,7 +1,8 @@
 //! The pod layer: work that spans a pod and its containers, above the
 //! sandbox and container managers. Stop and remove of a pod (its
 //! containers first), pod checkpoint and restore, each with its lifecycle
-//! events in order. `server/` handlers validate, call this once, and
+//! events in order, and the pod's own usage (its cgroups summed, its
+//! network). `server/` handlers validate, call this once, and
 //! convert; neither manager knows of the other's objects' lifecycle.
 
 mod checkpoint;
@@ -10,6 +11,7 @@ mod events;
 mod members;
 mod remove;
 mod restore;
+mod stats;
 mod stop;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -21,6 +23,7 @@ use crate::sandbox::SandboxManager;
 
 pub use self::error::PodError;
 pub use self::events::{Lifecycle, PodEvents};
+pub use self::stats::NetSample;
 
 /// Pod-wide work over the two managers; cheap to make (three `Arc`s).
 #[derive(Clone)]
