@@ -21,6 +21,8 @@ mod container_status;
 mod container_stop;
 mod errors;
 mod exec_sync;
+#[cfg(test)]
+mod fake_service;
 mod filters;
 mod get_container_events;
 mod image_fs_info;
@@ -37,6 +39,8 @@ mod list_metric_descriptors;
 mod list_pod_sandbox;
 mod list_pod_sandbox_metrics;
 mod list_pod_sandbox_stats;
+#[cfg(test)]
+mod pod_handler_tests;
 mod pod_members;
 mod reopen_container_log;
 mod restore_pod;
