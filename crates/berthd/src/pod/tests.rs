@@ -277,3 +277,39 @@ async fn a_restore_failing_at_its_third_container_leaves_nothing() {
     }
     assert_eq!(events.events()[before..].to_vec(), want);
 }
+
+/// A cgroup's stats with `cpu_ns` of cpu and `pids` processes.
+fn usage(cpu_ns: u64, pids: u64) -> berth_cgroups::stats::CgroupStats {
+    berth_cgroups::stats::CgroupStats {
+        cpu: Some(berth_cgroups::stats::CpuStats { usage_ns: cpu_ns }),
+        pids: Some(berth_cgroups::stats::PidsStats { current: pids }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_pods_usage_is_its_cgroups_summed() {
+    let f = fixture().await;
+    let (pod_id, _) = running_pod(&f).await;
+    let pods = pods_over(&f.manager, Recorder::new());
+    let record = f.pods.manager.published(&pod_id).expect("pod");
+    // The fake's sandbox cgroup has no stats files: the containers' only.
+    let reading = pods
+        .cgroup_reading(&record, vec![usage(1_000, 2), usage(500, 3)])
+        .await;
+    let stats = reading.stats.expect("summed");
+    assert_eq!(stats.cpu.map(|cpu| cpu.usage_ns), Some(1_500));
+    assert_eq!(stats.pids.map(|pids| pids.current), Some(5));
+    assert!(stats.pressure.is_none(), "the default parent is shared");
+    assert!(pods
+        .cgroup_reading(&record, Vec::new())
+        .await
+        .stats
+        .is_none());
+    pods.stop(&pod_id).await.expect("stop");
+    let record = f.pods.manager.published(&pod_id).expect("pod");
+    assert!(
+        pods.network(&record).await.is_none(),
+        "no network when stopped"
+    );
+}
