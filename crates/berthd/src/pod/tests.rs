@@ -180,7 +180,7 @@ async fn a_remove_whose_teardown_fails_keeps_the_pod_until_the_next() {
 
 /// A pod whose containers each have their PID namespace (no infra
 /// process, which the fakes cannot keep alive for a checkpoint).
-fn checkpointable_pod() -> PodSandboxConfig {
+pub(crate) fn checkpointable_pod() -> PodSandboxConfig {
     let mut config = pod("ckpt");
     config.linux = Some(LinuxPodSandboxConfig {
         security_context: Some(LinuxSandboxSecurityContext {
@@ -195,13 +195,13 @@ fn checkpointable_pod() -> PodSandboxConfig {
     config
 }
 
-fn three() -> Vec<ContainerConfig> {
+pub(crate) fn three() -> Vec<ContainerConfig> {
     ["one", "two", "three"].map(container).to_vec()
 }
 
 /// A checkpoint of a pod of three running containers, in `<dir>/out`; the
 /// pod itself removed again.
-async fn checkpoint_of_three(f: &Fixture, pods: &Pods) -> String {
+pub(crate) async fn checkpoint_of_three(f: &Fixture, pods: &Pods) -> String {
     let pod_id = f
         .pods
         .manager

@@ -151,3 +151,54 @@ async fn a_pod_call_without_an_id_is_refused_naming_the_field() {
         .expect_err("no id");
     assert_eq!(status.code(), Code::InvalidArgument);
 }
+
+#[tokio::test]
+async fn a_failed_restore_tells_nothing_and_a_restore_tells_the_pod_first() {
+    use crate::pod::tests::{checkpoint_of_three, checkpointable_pod, pods_over, three, Recorder};
+    use cri_api::v1::RestorePodRequest;
+
+    let f = fixture().await;
+    let out = checkpoint_of_three(&f, &pods_over(&f.manager, Recorder::new())).await;
+    let service = service(&f);
+    let mut events = service.context().events.subscribe();
+    let request = || RestorePodRequest {
+        checkpoint_path: out.clone(),
+        config: Some(checkpointable_pod()),
+        container_configs: three(),
+        ..Default::default()
+    };
+    f.journal.fail_after("launch shim", 2);
+    let status = service
+        .serve_restore_pod(request())
+        .await
+        .expect_err("the third fails");
+    assert!(
+        status.message().contains("restoring container three"),
+        "{status:?}"
+    );
+    assert_eq!(drain(&mut events).0, [], "no events for what went");
+    assert!(f.pods.manager.store.all().is_empty(), "no pod left");
+    crate::container::lifecycle_tests::assert_no_trace(&f, "no container left");
+
+    f.journal.heal();
+    let restored = service.serve_restore_pod(request()).await.expect("restore");
+    let pod_id = restored.pod_sandbox_id;
+    let (seen, _) = drain(&mut events);
+    let mut want = vec![
+        (
+            pod_id.clone(),
+            ContainerEventType::ContainerCreatedEvent as i32,
+        ),
+        (
+            pod_id.clone(),
+            ContainerEventType::ContainerStartedEvent as i32,
+        ),
+    ];
+    for restored in &restored.restored_containers {
+        want.push((
+            restored.container_id.clone(),
+            ContainerEventType::ContainerCreatedEvent as i32,
+        ));
+    }
+    assert_eq!(seen, want);
+}
