@@ -38,8 +38,19 @@ pub(crate) async fn fixture() -> Fixture {
 
 /// The fixture over pods the caller made (handlers of its own).
 pub(crate) async fn fixture_on(pods: Pods) -> Fixture {
+    fixture_with_journal(pods, Journal::new()).await
+}
+
+/// The fixture whose container fakes write into the pods' journal: one
+/// order of every step, the pod's and its containers'.
+pub(crate) async fn fixture_sharing_journal() -> Fixture {
+    let pods = sandbox_fixture();
+    let journal = pods.journal.clone();
+    fixture_with_journal(pods, journal).await
+}
+
+async fn fixture_with_journal(pods: Pods, journal: Arc<Journal>) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let journal = Journal::new();
     let images = ImageStore::open(&dir.path().join("images")).expect("images");
     add_image(&images);
     let fake_shims = Arc::new(FakeShims::new(journal.clone()));

@@ -6,6 +6,7 @@
 use tonic::{Code, Status};
 
 use crate::container::ContainerError;
+use crate::pod::PodError;
 use crate::pod_checkpoint::PodCheckpointError;
 use crate::sandbox::SandboxError;
 
@@ -96,6 +97,15 @@ fn log_dir_code(err: &std::io::Error) -> Code {
 impl From<SandboxError> for Status {
     fn from(err: SandboxError) -> Self {
         sandbox_code(&err).with(&err)
+    }
+}
+
+impl From<PodError> for Status {
+    fn from(err: PodError) -> Self {
+        match err {
+            PodError::Container(err) => err.into(),
+            PodError::Sandbox(err) => err.into(),
+        }
     }
 }
 
