@@ -503,7 +503,8 @@ impl Shims for FakeShims {
             }
             Request::Shutdown => {
                 // A shim that never answers: it lives on, its container too.
-                if self.journal.step("shim hangs at shutdown") {
+                if self.journal.fails("shim hangs at shutdown") {
+                    self.journal.write("shutdown shim: no answer");
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "injected: no answer",

@@ -261,6 +261,9 @@ async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
                 "launch shim",
                 "kill Number(9) all=true",
                 "shutdown shim",
+                // The shim answered no shutdown (it never started): the
+                // undo makes sure none runs.
+                "kill unrecorded shim",
                 "unmount rootfs",
             ],
         ),
