@@ -71,9 +71,11 @@ default_focus='PodSandbox|Container runtime should support (basic operations|rem
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # The node, the static pod the real-node checks need, debug --target
 # (all of it: the fix it proves is in how containers join a namespace),
-# kubelet's checkpoint API, which reaches CRIU only here, and volume mount
-# options (a noexec bind under systemd + cgroup v2 and the guest's kernel).
-k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options)}"
+# kubelet's checkpoint API, which reaches CRIU only here, volume mount
+# options (a noexec bind under systemd + cgroup v2 and the guest's kernel),
+# and hostUsers: false pods (host-users, host-users-host-network) on the
+# guest's 6.1, which cannot idmap tmpfs.
+k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options|host-users)}"
 # The guest's subset of node conformance: what goes through the systemd
 # driver and cgroup v2 (limits seen from inside, probes, hooks, volumes,
 # security contexts, logs), without the specs that give a step a 20 s

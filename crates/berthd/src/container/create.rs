@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use berth_image::store::ImageRecord;
-use berth_shim_api::protocol::{Request, RunState, SignalArg};
+use berth_shim_api::protocol::{Request, Response, RunState, SignalArg};
 use berth_spec::userns::PodUserNamespace;
 use berth_spec::{ContainerInputs, ImageConfigView, OsHost, SandboxFiles, SandboxNamespaces};
 use cri_api::v1::{ContainerConfig, NamespaceMode, PodSandboxConfig};
@@ -72,8 +72,18 @@ struct Undo {
     rootfs: Option<RootfsPaths>,
     dirs: Vec<PathBuf>,
     shim_dir: Option<PathBuf>,
+    /// What the shim's delete removes when it answers, for when it does
+    /// not: the container's cgroup and its runtime's state.
+    runtime: Option<UndoRuntime>,
     /// The container's hold on its image's layers was taken.
     layers_held: bool,
+}
+
+/// The container a launched shim runs, for an undo without the shim.
+struct UndoRuntime {
+    id: String,
+    cgroup: String,
+    handler: RuntimeHandler,
 }
 
 impl ContainerManager {
@@ -259,6 +269,16 @@ impl ContainerManager {
             &user_files,
         )?;
         undo.shim_dir = Some(dirs.shim.clone());
+        undo.runtime = Some(UndoRuntime {
+            id: c.id.to_string(),
+            // As `ContainerRecord::cgroup_dir`.
+            cgroup: if spec.cgroup_path.is_empty() {
+                spec.cgroups_path.clone()
+            } else {
+                spec.cgroup_path.clone()
+            },
+            handler: c.handler.clone(),
+        });
         if let Some(runtime) = &c.handler.binary {
             tracing::debug!(
                 container = c.id,
@@ -694,10 +714,15 @@ impl ContainerManager {
                     Duration::ZERO,
                 )
                 .await;
-            let _ = self
+            let shutdown = self
                 .shims
                 .call(dir, Request::Shutdown, Duration::ZERO)
                 .await;
+            if !matches!(shutdown, Ok(Response::Ok)) {
+                // A shim that hangs or refuses deleted nothing: do what
+                // its delete would have, as RemoveContainer does.
+                self.delete_for_undo(dir, undo.runtime.as_ref()).await;
+            }
         }
         let mut unmounted = true;
         if let Some(paths) = &undo.rootfs {
@@ -716,6 +741,48 @@ impl ContainerManager {
                 self.release_layers(id);
             }
             self.store.release_name(name, id);
+        }
+    }
+}
+
+impl ContainerManager {
+    /// The undo's part when the shim did not delete the container: the
+    /// shim killed, the container's cgroup killed and removed, the
+    /// runtime's state removed. Failures are logged; recovery at the next
+    /// start finds nothing of them to redo, so each is tried here.
+    async fn delete_for_undo(&self, dir: &Path, runtime: Option<&UndoRuntime>) {
+        self.shims.kill_unrecorded(dir).await;
+        let Some(UndoRuntime {
+            id,
+            cgroup,
+            handler,
+        }) = runtime
+        else {
+            return;
+        };
+        if !cgroup.is_empty() {
+            let cgroups = self.sandboxes.cgroups.clone();
+            let path = cgroup.clone();
+            let removed = tokio::task::spawn_blocking(move || {
+                if !cgroups.exists(&path) {
+                    return Ok(());
+                }
+                if let Err(err) = cgroups.kill(&path) {
+                    tracing::warn!(cgroup = %path, error = %err, "undo: kill cgroup");
+                }
+                cgroups.remove(&path)
+            })
+            .await;
+            match removed {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(cgroup = %cgroup, error = %err, "undo: remove cgroup")
+                }
+                Err(err) => tracing::warn!(cgroup = %cgroup, error = %err, "undo: remove cgroup"),
+            }
+        }
+        if let Err(err) = handler.remove_state(id).await {
+            tracing::warn!(container = %id, error = %err, "undo: runtime state");
         }
     }
 }
@@ -747,10 +814,11 @@ fn sandbox_namespaces(sandbox: &SandboxRecord, target_pid: Option<u32>) -> Sandb
 
 /// The pod's files every container mounts.
 fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
+    let dir = sandbox.files_dir();
     SandboxFiles {
-        hostname: Some(sandbox.dir.join("hostname")),
-        hosts: Some(sandbox.dir.join("hosts")),
-        resolv_conf: Some(sandbox.dir.join("resolv.conf")),
+        hostname: Some(dir.join("hostname")),
+        hosts: Some(dir.join("hosts")),
+        resolv_conf: Some(dir.join("resolv.conf")),
         shm: sandbox.shm.clone(),
     }
 }

@@ -38,8 +38,19 @@ pub(crate) async fn fixture() -> Fixture {
 
 /// The fixture over pods the caller made (handlers of its own).
 pub(crate) async fn fixture_on(pods: Pods) -> Fixture {
+    fixture_with_journal(pods, Journal::new()).await
+}
+
+/// The fixture whose container fakes write into the pods' journal: one
+/// order of every step, the pod's and its containers'.
+pub(crate) async fn fixture_sharing_journal() -> Fixture {
+    let pods = sandbox_fixture();
+    let journal = pods.journal.clone();
+    fixture_with_journal(pods, journal).await
+}
+
+async fn fixture_with_journal(pods: Pods, journal: Arc<Journal>) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let journal = Journal::new();
     let images = ImageStore::open(&dir.path().join("images")).expect("images");
     add_image(&images);
     let fake_shims = Arc::new(FakeShims::new(journal.clone()));
@@ -250,6 +261,9 @@ async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
                 "launch shim",
                 "kill Number(9) all=true",
                 "shutdown shim",
+                // The shim answered no shutdown (it never started): the
+                // undo makes sure none runs.
+                "kill unrecorded shim",
                 "unmount rootfs",
             ],
         ),
@@ -682,6 +696,55 @@ async fn a_userns_pods_binds_are_idmapped_and_a_refusal_is_undone() {
         ["mount rootfs", "idmap bind /data", "unmount rootfs"]
     );
     assert_no_trace(&f, "refused idmap");
+}
+
+/// The source of the spec's mount at `destination`.
+fn mount_source(bundle: &Path, destination: &str) -> String {
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).expect("config.json"))
+            .expect("spec");
+    spec["mounts"]
+        .as_array()
+        .and_then(|mounts| mounts.iter().find(|m| m["destination"] == destination))
+        .and_then(|mount| mount["source"].as_str())
+        .unwrap_or_else(|| panic!("no mount at {destination}"))
+        .to_string()
+}
+
+/// Containers bind the pod's files from its dir under the root dir; those
+/// of a pod an older berthd ran (no `files_dir`) from its sandbox dir.
+#[tokio::test]
+async fn a_pods_files_are_bound_from_its_files_dir_or_an_older_pods_sandbox_dir() {
+    let f = fixture().await;
+    let pod_id = f.pod("web", "").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
+    let record = f.manager.get(&id).await.expect("record");
+    let files = f.pods.dir.path().join("pods").join(&pod_id);
+    for name in ["hostname", "hosts", "resolv.conf"] {
+        assert_eq!(
+            mount_source(&record.bundle, &format!("/etc/{name}")),
+            files.join(name).display().to_string()
+        );
+    }
+    f.manager.remove(&id).await.expect("remove");
+
+    let handle = f.pods.manager.get(&pod_id).expect("pod");
+    let sandbox_dir = {
+        let mut pod = handle.lock().await;
+        pod.files_dir = None;
+        pod.dir.clone()
+    };
+    for name in ["hostname", "hosts", "resolv.conf"] {
+        std::fs::copy(files.join(name), sandbox_dir.join(name)).expect("an older pod's file");
+    }
+    let id = f.create_ok(&pod_id, container("app")).await;
+    let record = f.manager.get(&id).await.expect("record");
+    assert_eq!(
+        mount_source(&record.bundle, "/etc/hosts"),
+        sandbox_dir.join("hosts").display().to_string()
+    );
+    f.manager.remove(&id).await.expect("remove");
+    assert_no_trace(&f, "files");
 }
 
 #[tokio::test]

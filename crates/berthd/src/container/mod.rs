@@ -7,6 +7,8 @@ pub mod cgroup_view;
 mod checkpoint;
 pub mod checkpoint_archive;
 mod create;
+#[cfg(test)]
+mod create_fault_tests;
 pub mod durations;
 mod error;
 mod exec_sync;

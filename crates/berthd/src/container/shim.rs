@@ -60,7 +60,12 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
         .arg("--state-root")
         .arg(launch.state_root)
         .arg("--dir")
-        .arg(launch.dir);
+        .arg(launch.dir)
+        // Dies with berthd until created (berth-shim's daemon.rs). The
+        // kernel ties it to the spawning thread, a runtime worker here,
+        // which lives as long as berthd.
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string());
     if let Some(runtime) = launch.runtime_binary {
         command.arg("--runtime-binary").arg(runtime);
     }

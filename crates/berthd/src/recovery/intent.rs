@@ -3,6 +3,9 @@
 //! directory with an intent and no record is a create that never finished;
 //! recovery undoes it from the intent. Every step of that undo is idempotent,
 //! so an intent may name things that were never made.
+//!
+//! RunPodSandbox writes a journal instead (`crate::sandbox::journal`);
+//! [`SandboxIntent`] is only read, from older berthds, and converted.
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +20,7 @@ pub const FILE: &str = "intent.json";
 /// (a newer berthd wrote it, and this one cannot know what it means).
 pub const FORMAT: u32 = 1;
 
-/// What RunPodSandbox may make for sandbox `id`.
+/// What RunPodSandbox of an older berthd may have made for sandbox `id`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxIntent {
     pub format: u32,

@@ -6,6 +6,7 @@
 use tonic::{Code, Status};
 
 use crate::container::ContainerError;
+use crate::pod::PodError;
 use crate::pod_checkpoint::PodCheckpointError;
 use crate::sandbox::SandboxError;
 
@@ -99,6 +100,15 @@ impl From<SandboxError> for Status {
     }
 }
 
+impl From<PodError> for Status {
+    fn from(err: PodError) -> Self {
+        match err {
+            PodError::Container(err) => err.into(),
+            PodError::Sandbox(err) => err.into(),
+        }
+    }
+}
+
 impl From<PodCheckpointError> for Status {
     fn from(err: PodCheckpointError) -> Self {
         use PodCheckpointError::*;
@@ -146,7 +156,10 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | SavedCniConfig { .. }
         | Io { .. }
         | State(_)
-        | Intent(_) => Code::Internal,
+        | Intent(_)
+        | Journal(_)
+        | ForeignJournal { .. }
+        | Unmount { .. } => Code::Internal,
     }
 }
 
