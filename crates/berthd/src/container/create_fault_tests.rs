@@ -499,3 +499,61 @@ async fn recovery_undoes_a_create_journal_cut_after_each_step() {
         }
     }
 }
+
+#[tokio::test]
+async fn recovery_undoes_an_older_berthds_unfinished_create_from_its_intent() {
+    use crate::recovery::intent::{self, ContainerIntent};
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(plain_pod(), "").await.expect("pod");
+    let cgroups_before = f.pods.cgroups.cgroups();
+    let parent = f
+        .pods
+        .manager
+        .get(&pod_id)
+        .expect("pod")
+        .lock()
+        .await
+        .cgroup_parent
+        .clone();
+    let id = "0dd".repeat(20) + "abcd";
+    let intent = ContainerIntent {
+        format: intent::FORMAT,
+        id: id.clone(),
+        bundle: f.manager.store.record_dir(&id),
+        layer_dir: f.manager.layers_dir.join(&id),
+        shim_dir: f.manager.shims_dir.join(&id[..12]),
+        cgroup_path: berth_cgroups::container_cgroup(f.manager.sandboxes.driver, &parent, &id)
+            .expect("cgroup")
+            .path,
+        runtime_handler: String::new(),
+    };
+    // All it names was made, and then the berthd died.
+    for dir in [&intent.bundle, &intent.layer_dir, &intent.shim_dir] {
+        std::fs::create_dir_all(dir).expect("dir");
+    }
+    intent::write(&intent.bundle, &intent).expect("intent");
+    f.manager
+        .mounts
+        .mount(
+            &[],
+            &super::rootfs::RootfsPaths::new(&intent.layer_dir, &intent.bundle),
+        )
+        .expect("mount");
+    f.pods.cgroups.create(&intent.cgroup_path).expect("cgroup");
+    f.pods.cgroups.put_process(&intent.cgroup_path, 4711);
+    // A first recovery that cannot unmount keeps the intent as a journal.
+    f.journal.fail("unmount rootfs");
+    f.manager.recover().await;
+    let (_, journal) = unfinished(&f);
+    assert_eq!(
+        kinds(&journal),
+        ["bundle", "layer dir", "shim dir", "layers", "rootfs"]
+    );
+    assert!(
+        !f.pods.cgroups.exists(&intent.cgroup_path),
+        "the shim's part went"
+    );
+    f.journal.heal();
+    assert_eq!(f.manager.recover().await.0, 1);
+    assert_clean(&f, "an older intent", &cgroups_before);
+}

@@ -103,7 +103,8 @@ impl ContainerManager {
             shim_dirs.insert(handle.lock().await.shim_dir.clone());
         }
         // Unfinished creates are gone by now: every container dir left is
-        // a record's, loaded or not (or one recovery left alone).
+        // a record's, loaded or not, or a journal's whose teardown failed
+        // (what it names is its own), or one recovery left alone.
         let ids: HashSet<String> = entries(&self.store.record_dir(""))
             .iter()
             .filter_map(|dir| dir.file_name()?.to_str().map(str::to_string))
