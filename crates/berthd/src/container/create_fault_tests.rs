@@ -557,3 +557,46 @@ async fn recovery_undoes_an_older_berthds_unfinished_create_from_its_intent() {
     assert_eq!(f.manager.recover().await.0, 1);
     assert_clean(&f, "an older intent", &cgroups_before);
 }
+
+#[tokio::test]
+async fn a_container_an_older_berthd_created_is_removed_from_a_journal_made_from_its_record() {
+    let f = fixture().await;
+    let pod_id = f.pods.manager.run(plain_pod(), "").await.expect("pod");
+    let cgroups_before = f.pods.cgroups.cgroups();
+    let id = f
+        .manager
+        .create(&pod_id, plain(), None)
+        .await
+        .expect("create");
+    let record = f.manager.get(&id).await.expect("record");
+    // An older berthd wrote no journal.
+    std::fs::remove_file(record.bundle.join(super::journal::FILE)).expect("rm journal");
+    // Its shim is gone and its cgroup is left: the made journal's shim
+    // entry names the cgroup, and a failing removal keeps it written.
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    f.pods.cgroups.create(record.cgroup_dir()).expect("cgroup");
+    f.pods.cgroups.fail("remove");
+    f.manager
+        .remove(&id)
+        .await
+        .expect_err("cgroup removal fails");
+    let journal = ContainerJournal::load(&record.bundle)
+        .expect("journal")
+        .expect("made from the record");
+    assert_eq!(
+        kinds(&journal),
+        [
+            "bundle",
+            "layer dir",
+            "shim dir",
+            "layers",
+            "rootfs",
+            "shim"
+        ]
+    );
+    f.pods.cgroups.heal();
+    f.journal.clear();
+    f.manager.remove(&id).await.expect("remove");
+    assert!(f.journal.entries().contains(&"unmount rootfs".to_string()));
+    assert_clean(&f, "an older record", &cgroups_before);
+}

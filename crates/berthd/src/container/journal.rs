@@ -150,7 +150,7 @@ impl ContainerJournal {
 
     /// The journal of a container an older berthd created (a record and no
     /// journal): everything the record names, in the order a create makes
-    /// it. Written on its first change.
+    /// it. RemoveContainer writes it before its teardown.
     pub fn from_record(record: &ContainerRecord) -> Self {
         Self::all_of(
             &record.id,

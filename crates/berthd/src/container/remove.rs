@@ -21,7 +21,13 @@ impl ContainerManager {
         }
         let mut journal = match ContainerJournal::load(&record.bundle)? {
             Some(journal) => journal,
-            None => ContainerJournal::from_record(&record),
+            None => {
+                // Kept from now on, as a create's: what is left of a
+                // teardown that fails is what the next one reads.
+                let journal = ContainerJournal::from_record(&record);
+                journal.save()?;
+                journal
+            }
         };
         self.tear_down(&mut journal).await?;
         self.store.remove(&record.id);
