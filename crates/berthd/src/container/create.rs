@@ -1,5 +1,6 @@
 //! CreateContainer: the bundle (overlay rootfs and OCI spec), then the
-//! shim; every step is undone, in reverse, when a later one fails.
+//! shim; each step is journaled (`journal.rs`) before it runs, and a
+//! failure tears the journal down in reverse (`teardown.rs`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
