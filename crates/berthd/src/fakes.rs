@@ -358,8 +358,13 @@ impl RootfsMounts for FakeMounts {
         Ok(target)
     }
 
-    fn unmount(&self, _paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError> {
-        self.journal.write("unmount rootfs");
+    fn unmount(&self, paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError> {
+        if self.journal.step("unmount rootfs") {
+            return Err(RootfsError::Mount {
+                path: paths.merged.clone(),
+                source: nix::Error::EBUSY,
+            });
+        }
         Ok(DetachedRootfs::default())
     }
 
@@ -503,8 +508,10 @@ impl Shims for FakeShims {
             }
             Request::Shutdown => {
                 // A shim that never answers: it lives on, its container too.
+                // Noted only when it hangs: a shutdown that answers is
+                // "shutdown shim" alone.
                 if self.journal.fails("shim hangs at shutdown") {
-                    self.journal.write("shutdown shim: no answer");
+                    self.journal.write("shim hangs at shutdown");
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "injected: no answer",

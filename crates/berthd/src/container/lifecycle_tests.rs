@@ -253,7 +253,9 @@ pub(crate) fn assert_no_trace(f: &Fixture, what: &str) {
 #[tokio::test]
 async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
     let cases: [(&str, &[&str]); 2] = [
-        ("mount rootfs", &["mount rootfs"]),
+        // Journaled before it is made: a failed mount is unmounted too
+        // (harmless on what was never mounted).
+        ("mount rootfs", &["mount rootfs", "unmount rootfs"]),
         (
             "launch shim",
             &[
@@ -261,8 +263,8 @@ async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
                 "launch shim",
                 "kill Number(9) all=true",
                 "shutdown shim",
-                // The shim answered no shutdown (it never started): the
-                // undo makes sure none runs.
+                // No shim answered: one the failed launch may have left
+                // is searched for and killed.
                 "kill unrecorded shim",
                 "unmount rootfs",
             ],
@@ -512,10 +514,8 @@ async fn recovery_undoes_a_create_that_left_no_record() {
     f.manager.store.remove(&id);
     f.journal.clear();
     assert_eq!(f.manager.recover().await, (1, 0));
-    assert_eq!(
-        f.journal.entries(),
-        ["kill unrecorded shim", "unmount rootfs"]
-    );
+    // Its shim still serves: its delete removes the container.
+    assert_eq!(f.journal.entries(), ["shutdown shim", "unmount rootfs"]);
     assert_eq!(f.manager.recover().await, (0, 0), "recovery is idempotent");
     let record = f.manager.get(&kept).await.expect("kept");
     assert!(record.bundle.join("container.json").exists());
@@ -1002,15 +1002,19 @@ async fn a_pods_handler_picks_the_runtime_and_state_root_its_shims_get() {
             },
         ]
     );
-    // Recorded with the container, and in its intent, for remove and
-    // recovery.
+    // Recorded with the container, and in its journal's shim entry, for
+    // remove and recovery.
     let record = f.manager.get(&on_runc).await.expect("record");
     assert_eq!(record.runtime_handler, "runc");
-    let intent: crate::recovery::intent::ContainerIntent =
-        crate::recovery::intent::read(&record.bundle)
-            .expect("intent")
-            .expect("an intent");
-    assert_eq!(intent.runtime_handler, "runc");
+    let journal = super::journal::ContainerJournal::load(&record.bundle)
+        .expect("journal")
+        .expect("a journal");
+    assert!(
+        journal.entries.iter().any(|entry| matches!(entry,
+            super::journal::ContainerResource::Shim { handler, .. } if handler == "runc")),
+        "{:?}",
+        journal.entries
+    );
     assert_eq!(
         f.manager
             .get(&on_default)
@@ -1048,10 +1052,22 @@ async fn a_handler_no_longer_configured_is_never_taken_for_the_default() {
     let f = runc_fixture().await;
     let pod_id = f.pod("fast", "runc").await;
     let id = f.create_ok(&pod_id, container("app")).await;
-    // As a record from a berthd whose config had handler "gone".
+    // As a container of a berthd whose config had handler "gone".
     let handle = f.manager.find(&id).expect("find").expect("container");
     handle.lock().await.runtime_handler = "gone".into();
     let record = f.manager.get(&id).await.expect("record");
+    let mut journal = super::journal::ContainerJournal::load(&record.bundle)
+        .expect("journal")
+        .expect("a journal");
+    journal
+        .change(|entries| {
+            for entry in entries {
+                if let super::journal::ContainerResource::Shim { handler, .. } = entry {
+                    *handler = "gone".into();
+                }
+            }
+        })
+        .expect("journal");
     f.manager.shims.kill_unrecorded(&record.shim_dir).await;
     let err = f.manager.remove(&id).await.unwrap_err();
     assert!(

@@ -97,8 +97,18 @@ impl ContainerManager {
         what: &'static str,
         op: impl FnOnce(&dyn CgroupManager, &str) -> Result<(), CgroupError> + Send + 'static,
     ) -> Result<(), ContainerError> {
+        self.on_cgroup_path(record.cgroup_dir(), what, op).await
+    }
+
+    /// Runs `op` on the cgroup `path` (as `ContainerRecord::cgroup_dir`).
+    pub(super) async fn on_cgroup_path(
+        &self,
+        path: &str,
+        what: &'static str,
+        op: impl FnOnce(&dyn CgroupManager, &str) -> Result<(), CgroupError> + Send + 'static,
+    ) -> Result<(), ContainerError> {
         let cgroups = self.sandboxes.cgroups.clone();
-        let path = record.cgroup_dir().to_string();
+        let path = path.to_string();
         tokio::task::spawn_blocking(move || op(cgroups.as_ref(), &path))
             .await
             .map_err(|err| ContainerError::Task { what, source: err })?

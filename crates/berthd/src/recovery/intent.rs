@@ -4,8 +4,9 @@
 //! recovery undoes it from the intent. Every step of that undo is idempotent,
 //! so an intent may name things that were never made.
 //!
-//! RunPodSandbox writes a journal instead (`crate::sandbox::journal`);
-//! [`SandboxIntent`] is only read, from older berthds, and converted.
+//! RunPodSandbox and CreateContainer write journals instead
+//! (`crate::sandbox::journal`, `crate::container::journal`): intents are
+//! only read, from older berthds, and converted.
 
 use std::path::{Path, PathBuf};
 
@@ -40,7 +41,7 @@ pub struct SandboxIntent {
     pub config: PodSandboxConfig,
 }
 
-/// What CreateContainer may make for container `id`.
+/// What CreateContainer of an older berthd may have made for container `id`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerIntent {
     pub format: u32,

@@ -76,6 +76,7 @@ fn container_code(err: &ContainerError) -> Code {
         | Io { .. }
         | State(_)
         | Intent(_)
+        | Journal(_)
         | Task { .. } => Code::Internal,
     }
 }
