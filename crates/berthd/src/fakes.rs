@@ -573,6 +573,10 @@ impl Shims for FakeShims {
     }
 
     fn record_unknown_exit(&self, dir: &Path) -> io::Result<()> {
+        // As the real one, which writes the exit file into the dir.
+        if !dir.is_dir() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no shim dir"));
+        }
         self.journal.write("record unknown exit");
         let state = StateInfo {
             id: String::new(),

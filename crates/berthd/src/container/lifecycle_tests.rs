@@ -564,6 +564,21 @@ async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgrou
     assert_no_trace(&f, "shim gone");
 }
 
+#[tokio::test]
+async fn a_stop_that_finds_the_container_removed_meanwhile_succeeds() {
+    let f = fixture().await;
+    let (_, id) = f.running("app").await;
+    // A pod's stop read the record; a RemoveContainer then took the
+    // container, its shim and its dirs before the stop went on.
+    let record = f.manager.get(&id).await.expect("record");
+    f.manager.remove(&id).await.expect("remove");
+    f.manager
+        .stop_without_shim(&record)
+        .await
+        .expect("nothing left to stop is success");
+    assert_no_trace(&f, "removed during a stop");
+}
+
 /// The state reported for `record` (status, lists), twice over: the second
 /// read comes from the state cache.
 async fn reported(f: &Fixture, record: &ContainerRecord) -> Option<RunState> {

@@ -65,7 +65,15 @@ impl ContainerManager {
     /// created or running: nothing can signal it but its cgroup. Its
     /// processes are killed there, and its end recorded as unknown, as
     /// containerd does (exit code 255). Success only once none is left.
-    async fn stop_without_shim(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+    pub(super) async fn stop_without_shim(
+        &self,
+        record: &ContainerRecord,
+    ) -> Result<(), ContainerError> {
+        // Removed meanwhile (RemoveContainer racing a pod's stop, which
+        // kubelet does): the shim went with it, nothing is left to stop.
+        if !self.store.contains(&record.id) {
+            return Ok(());
+        }
         if self.shims.is_alive(&record.shim_dir) {
             // Alive but not answering: it may still report the real exit.
             return Err(ContainerError::ShimUnreachable {
@@ -75,9 +83,10 @@ impl ContainerManager {
         }
         tracing::warn!(container = %record.id, "its shim is gone: killing it through its cgroup");
         self.kill_cgroup(record).await?;
-        self.shims
-            .record_unknown_exit(&record.shim_dir)
-            .map_err(|err| ContainerError::io("recording an unknown exit", err))
+        match self.shims.record_unknown_exit(&record.shim_dir) {
+            Err(_) if !self.store.contains(&record.id) => Ok(()),
+            written => written.map_err(|err| ContainerError::io("recording an unknown exit", err)),
+        }
     }
 
     /// Kills every process in the container's cgroup, waiting until none
