@@ -285,6 +285,8 @@ else
   export BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$WORK/net.d/10-berth-nc.conflist"
   export BERTH_CONTAINERD_SANDBOX_IMAGE=registry.k8s.io/pause:3.10.2
   export BERTH_CONTAINERD_RUNTIME_HANDLERS="$HANDLER"
+  # runc's cgroups through the driver kubelet uses, as berthd's are.
+  if [[ "$DRIVER" == systemd ]]; then export BERTH_CONTAINERD_SYSTEMD_CGROUP=1; fi
   SOCK="$WORK/containerd/containerd.sock"
   PROCESS=containerd
   PIDFILE="$WORK/containerd/containerd.pid"
