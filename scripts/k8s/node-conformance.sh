@@ -123,6 +123,8 @@ source "$repo/scripts/lib/berthd-config.sh"
 source "$repo/scripts/lib/mounts.sh"
 # shellcheck source=lib/host.sh
 source "$K8S_LIB/host.sh"
+# shellcheck source=lib/registry.sh
+source "$K8S_LIB/registry.sh"
 
 log() { echo "node-conformance: $*" >&2; }
 
@@ -236,25 +238,9 @@ trap 'exit 130' INT TERM
 
 start=$SECONDS
 log "work dir $WORK; binaries from $K8S_BIN"
-if [[ -n "$PRELOADED_REGISTRY" ]]; then
-  curl -fsS -o /dev/null --max-time 5 "http://$REGISTRY/v2/" || {
-    log "no registry answers on http://$REGISTRY/v2/ (BERTH_NODE_CONFORMANCE_REGISTRY)"
-    exit 1
-  }
-  log "images from the registry at $REGISTRY"
-else
-  log "starting the local registry on $REGISTRY and pushing the stand-in images"
-  BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
-    bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
-    cat "$WORK/logs/registry-start.log" >&2
-    exit 1
-  }
-  bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN" >"$WORK/logs/images.log" 2>&1 || {
-    tail -n 30 "$WORK/logs/images.log" >&2
-    exit 1
-  }
-  log "images pushed in $((SECONDS - start)) s"
-fi
+use_registry "$WORK" "$REGISTRY" "$PRELOADED_REGISTRY" "$REGISTRY_PORT" \
+  bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN"
+log "images ready in $((SECONDS - start)) s"
 
 # One CNI network for either runtime.
 mkdir -p "$WORK/net.d"
