@@ -579,6 +579,22 @@ async fn a_stop_that_finds_the_container_removed_meanwhile_succeeds() {
     assert_no_trace(&f, "removed during a stop");
 }
 
+#[tokio::test]
+async fn a_remove_after_one_cut_short_past_the_shim_dir_finishes() {
+    let f = fixture().await;
+    let (_, id) = f.running("app").await;
+    let record = f.manager.get(&id).await.expect("record");
+    // berthd died in a RemoveContainer after the shim and its dir went;
+    // the record (in the bundle, undone last) is still there.
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    std::fs::remove_dir_all(&record.shim_dir).expect("rm shim dir");
+    f.manager
+        .remove(&id)
+        .await
+        .expect("the next remove finishes it");
+    assert_no_trace(&f, "remove cut short");
+}
+
 /// The state reported for `record` (status, lists), twice over: the second
 /// read comes from the state cache.
 async fn reported(f: &Fixture, record: &ContainerRecord) -> Option<RunState> {

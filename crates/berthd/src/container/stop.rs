@@ -85,6 +85,13 @@ impl ContainerManager {
         self.kill_cgroup(record).await?;
         match self.shims.record_unknown_exit(&record.shim_dir) {
             Err(_) if !self.store.contains(&record.id) => Ok(()),
+            // A RemoveContainer that berthd died in had torn down the shim
+            // dir already (the record goes last, with the bundle): nothing
+            // runs (the cgroup is empty) and the remove that follows ends
+            // the container, so there is no exit to record.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !record.shim_dir.exists() => {
+                Ok(())
+            }
             written => written.map_err(|err| ContainerError::io("recording an unknown exit", err)),
         }
     }
