@@ -20,6 +20,7 @@ pub mod fs_usage;
 pub mod helper_binary;
 pub mod ids;
 pub mod image_import;
+pub mod journal_file;
 pub mod kernel_features;
 pub mod layout;
 pub mod listener;

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::store::ContainerRecord;
+pub use crate::journal_file::JournalError;
 use crate::recovery::intent::ContainerIntent;
-pub use crate::sandbox::journal::JournalError;
 
 /// The file's name in the container's bundle.
 pub const FILE: &str = "journal.json";
@@ -111,41 +111,17 @@ impl ContainerJournal {
     }
 
     pub fn save(&self) -> Result<(), JournalError> {
-        let path = self.dir.join(FILE);
-        let bytes = serde_json::to_vec(self).map_err(|err| JournalError::Write {
-            path: path.clone(),
-            source: std::io::Error::other(err),
-        })?;
-        berth_atomic_file::write_atomic(&path, &bytes, 0o600)
-            .map_err(|source| JournalError::Write { path, source })
+        crate::journal_file::save(&self.dir.join(FILE), self)
     }
 
     /// The journal in the bundle `dir`; `Ok(None)` when there is none.
     pub fn load(dir: &Path) -> Result<Option<Self>, JournalError> {
-        let path = dir.join(FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => {
-                return Err(JournalError::Unreadable {
-                    path,
-                    message: err.to_string(),
-                })
-            }
-        };
-        let mut journal: Self =
-            serde_json::from_slice(&bytes).map_err(|err| JournalError::Unreadable {
-                path: path.clone(),
-                message: err.to_string(),
-            })?;
-        if journal.format > FORMAT {
-            return Err(JournalError::Newer {
-                path,
-                format: journal.format,
-            });
-        }
-        journal.dir = dir.to_path_buf();
-        Ok(Some(journal))
+        let loaded: Option<Self> =
+            crate::journal_file::load(&dir.join(FILE), FORMAT, |journal: &Self| journal.format)?;
+        Ok(loaded.map(|mut journal| {
+            journal.dir = dir.to_path_buf();
+            journal
+        }))
     }
 
     /// The journal of a container an older berthd created (a record and no

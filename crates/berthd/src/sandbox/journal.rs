@@ -103,18 +103,7 @@ pub struct PodJournal {
 }
 
 /// Errors of journal files.
-#[derive(Debug, thiserror::Error)]
-pub enum JournalError {
-    #[error("writing journal {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("journal {path}: {message}")]
-    Unreadable { path: PathBuf, message: String },
-    #[error("journal {path} has format {format}, newer than this berthd's {FORMAT}")]
-    Newer { path: PathBuf, format: u32 },
-}
+pub use crate::journal_file::JournalError;
 
 impl PodJournal {
     /// A new journal in `dir` (made just before), naming it: written
@@ -151,41 +140,17 @@ impl PodJournal {
     }
 
     pub fn save(&self) -> Result<(), JournalError> {
-        let path = self.dir.join(FILE);
-        let bytes = serde_json::to_vec(self).map_err(|err| JournalError::Write {
-            path: path.clone(),
-            source: std::io::Error::other(err),
-        })?;
-        berth_atomic_file::write_atomic(&path, &bytes, 0o600)
-            .map_err(|source| JournalError::Write { path, source })
+        crate::journal_file::save(&self.dir.join(FILE), self)
     }
 
     /// The journal in `dir`; `Ok(None)` when there is none.
     pub fn load(dir: &Path) -> Result<Option<Self>, JournalError> {
-        let path = dir.join(FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => {
-                return Err(JournalError::Unreadable {
-                    path,
-                    message: err.to_string(),
-                })
-            }
-        };
-        let mut journal: Self =
-            serde_json::from_slice(&bytes).map_err(|err| JournalError::Unreadable {
-                path: path.clone(),
-                message: err.to_string(),
-            })?;
-        if journal.format > FORMAT {
-            return Err(JournalError::Newer {
-                path,
-                format: journal.format,
-            });
-        }
-        journal.dir = dir.to_path_buf();
-        Ok(Some(journal))
+        let loaded: Option<Self> =
+            crate::journal_file::load(&dir.join(FILE), FORMAT, |journal: &Self| journal.format)?;
+        Ok(loaded.map(|mut journal| {
+            journal.dir = dir.to_path_buf();
+            journal
+        }))
     }
 
     /// The journal of a pod an older berthd ran (it wrote a record and no
