@@ -193,4 +193,5 @@ async fn an_imported_image_runs() {
         .wait_state(&id, ContainerState::ContainerExited)
         .await;
     assert_eq!(status.exit_code, 0, "{status:?}");
+    harness.remove_pod(&pod).await;
 }

@@ -107,10 +107,11 @@ impl Drop for Node {
         if std::thread::panicking() {
             eprintln!("berthd log (last lines):\n{}", log_tail(&self.berthd));
             self.berthd.remove_all_pods_blocking();
-            // Shims berthd started for this test (they outlive berthd).
-            for pid in pids_mentioning(&dir.display().to_string()) {
-                sigkill(pid);
-            }
+        }
+        // Shims berthd started for this test (they outlive berthd): a test
+        // that left a pod running must not leave them to the machine.
+        for pid in pids_mentioning(&dir.display().to_string()) {
+            sigkill(pid);
         }
         // Whatever is left in this test's own cgroups was started for it.
         clear_cgroup_tree(&self.cgroup_root);
