@@ -369,7 +369,9 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
     harness
         .berthd
         .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
-    let log = harness.berthd.log_text();
+    let log = harness
+        .berthd
+        .log_once_it_has(&["runtime handler is not configured", "handler=runc"]);
     assert!(
         log.contains("runtime handler is not configured") && log.contains("handler=runc"),
         "{log}"

@@ -131,9 +131,10 @@ if [[ "$kubeadm" != 0 ]]; then
   log "the control-plane images kubeadm runs"
   bash scripts/images/build-kubeadm.sh "$k8s_bin" "$share/kubeadm-images/oci"
 fi
-# The in-guest scripts use the repository's script library.
+# The in-guest scripts use the repository's script library; the containerd
+# baseline of the node conformance run starts containerd with its scripts.
 mkdir -p "$share/scripts"
-cp -r scripts/lib scripts/vm scripts/k8s scripts/escape "$share/scripts/"
+cp -r scripts/lib scripts/vm scripts/k8s scripts/escape scripts/containerd "$share/scripts/"
 # The node conformance run reads its results with these.
 cp scripts/node_conformance_results.py scripts/critest_results.py "$share/scripts/"
 mkdir -p "$share/tests"

@@ -217,6 +217,20 @@ impl Berthd {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The log once every one of `needles` is in it, or as it is after
+    /// the start-up bound. berthd listens before its start-up recovery
+    /// runs, so what recovery logs may come after the socket answers.
+    pub fn log_once_it_has(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let log = self.log_text();
+            if needles.iter().all(|n| log.contains(n)) || Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub async fn runtime_client(&self) -> RuntimeServiceClient<Channel> {
         RuntimeServiceClient::new(connect(&self.sandbox.socket()).await)
     }
