@@ -539,7 +539,7 @@ async fn a_pod_with_handler_runsc_runs_in_one_gvisor_sandbox() {
     let (pod, config) = harness
         .run_pod_under("gvisor", NamespaceMode::Pod, "runsc")
         .await;
-    assert_eq!(runtime_ids(&runsc, &root), [pod.clone()]);
+    assert_eq!(runtime_ids(&runsc, &root), std::slice::from_ref(&pod));
     let state: serde_json::Value =
         serde_json::from_str(&runtime_says(&runsc, &root, &["state", &pod])).expect("state");
     assert_eq!(state["status"], "running", "{state}");
