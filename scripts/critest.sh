@@ -15,7 +15,10 @@
 # --websocket-attach --websocket-portforward"), CRITEST_RUNTIME_HANDLER=
 # NAME=PATH (every pod runs under RuntimeClass handler NAME, configured with
 # the OCI runtime binary PATH: critest's --runtime-handler; e.g.
-# "runc=/usr/local/lib/berth-containerd/v2.4.2/runc"), CRITEST_KEEP=1 keeps
+# "runc=/usr/local/lib/berth-containerd/v2.4.2/runc"), CRITEST_SANDBOX_IMAGE=
+# REF (with CRITEST_RUNTIME_HANDLER: the handler runs each pod's sandbox
+# container of image REF, pulled before the suite, as runsc needs; e.g.
+# "registry.k8s.io/pause:3.9", the local stand-in), CRITEST_KEEP=1 keeps
 # the work dir (logs, report) for inspection.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -121,6 +124,10 @@ if [[ -n "${CRITEST_RUNTIME_HANDLER:-}" ]]; then
     exit 2
   }
   extra_toml+="\n[runtime_handlers.$handler]\nruntime_path = \"$handler_path\""
+  if [[ -n "${CRITEST_SANDBOX_IMAGE:-}" ]]; then
+    extra_toml+="\nsandbox_container = true\nsandbox_image = \"$CRITEST_SANDBOX_IMAGE\""
+    log "its pods run a sandbox container of $CRITEST_SANDBOX_IMAGE"
+  fi
   handler_args=(--runtime-handler "$handler")
   log "every pod runs under handler $handler ($handler_path)"
 fi
@@ -133,6 +140,13 @@ state_mounted=1
 
 log "starting berthd on $work/berth.sock"
 start_test_berthd "$berthd" "$work" || exit 1
+if [[ -n "${CRITEST_SANDBOX_IMAGE:-}" ]]; then
+  crictl --runtime-endpoint "unix://$work/berth.sock" --image-endpoint "unix://$work/berth.sock" \
+    pull "$CRITEST_SANDBOX_IMAGE" >/dev/null || {
+    log "cannot pull the sandbox image $CRITEST_SANDBOX_IMAGE"
+    exit 1
+  }
+fi
 
 # AppArmor is disabled in this kernel and SELinux is absent: those specs
 # cannot run here. Nothing else is skipped by us.

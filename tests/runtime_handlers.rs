@@ -12,6 +12,12 @@
 //! (`/usr/local/lib/berth-containerd/v2.4.2/runc`), or `BERTH_TEST_RUNC`;
 //! crun is `/usr/bin/crun` (scripts/install-deps.sh), or `BERTH_TEST_CRUN`.
 //! Without one, its test says so and does not run.
+//!
+//! A pod whose handler is `runsc` (gVisor, `sandbox_container = true`)
+//! gets a sandbox container runsc runs first, and its containers join that
+//! one gVisor sandbox. runsc is what `scripts/gvisor/install.sh` builds
+//! (about 11 minutes, so no test command builds it), or `BERTH_TEST_RUNSC`
+//! (a `runsc-systrap`-like binary: runsc with its platform flag).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,11 +26,13 @@ use std::time::Duration;
 
 use berth_tests::host::{kill_shim_of, processes_with, wait_for_process};
 use berth_tests::node::Node;
-use berth_tests::pods::{container_config, Harness};
+use berth_tests::pods::{busybox_layer_tar, container_config, Harness};
+use berth_tests::registry::{Layer, RawTar, TestImage};
 use berth_tests::Sandbox;
 use cri_api::v1::{
-    ContainerState, CreateContainerRequest, ExecSyncRequest, ListContainersRequest,
-    ListPodSandboxRequest, NamespaceMode, StatusRequest,
+    ContainerState, CreateContainerRequest, ExecSyncRequest, ExecSyncResponse, ImageSpec,
+    ListContainersRequest, ListPodSandboxRequest, NamespaceMode, PodSandboxStatusRequest,
+    PullImageRequest, StatusRequest,
 };
 
 /// runc as `scripts/containerd/install.sh` installs it, or
@@ -430,4 +438,220 @@ fn start_up_refuses_the_old_list_and_a_missing_runtime() {
     assert!(stderr.contains("runtime_path"), "{stderr}");
     assert!(stderr.contains("\"runsc\""), "{stderr}");
     assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+}
+
+/// runsc with `--platform=systrap` as `scripts/gvisor/install.sh` installs
+/// it, or `BERTH_TEST_RUNSC`.
+fn runsc() -> Option<PathBuf> {
+    let path: PathBuf = std::env::var_os("BERTH_TEST_RUNSC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            "/usr/local/lib/berth-gvisor/v0.0.0-20260905035102-160fafc42237/runsc-systrap".into()
+        });
+    if !path.exists() {
+        eprintln!(
+            "skipped: no runsc (build it with scripts/gvisor/install.sh, about 11 minutes, \
+             or set BERTH_TEST_RUNSC)"
+        );
+        return None;
+    }
+    Some(path)
+}
+
+/// The pod sandbox image's stand-in: busybox whose command (`/hello`, the
+/// test image's) sleeps for good, as pause does.
+fn pause_image() -> TestImage {
+    let hello = RawTar::new()
+        .file("hello", b"#!/bin/sh\nexec sleep 2147483647\n", 0o755)
+        .finish();
+    TestImage::new(vec![Layer::gzip(busybox_layer_tar()), Layer::gzip(hello)])
+}
+
+/// ExecSync of `cmd` in container `id`, which must run.
+async fn exec(harness: &Harness, id: &str, cmd: &[&str], timeout: i64) -> ExecSyncResponse {
+    harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd: cmd.iter().map(|c| c.to_string()).collect(),
+            timeout,
+        })
+        .await
+        .unwrap_or_else(|status| panic!("ExecSync {cmd:?} in {id}: {status:?}"))
+        .into_inner()
+}
+
+/// The command lines of the processes container `id` sees.
+async fn seen_processes(harness: &Harness, id: &str) -> String {
+    let ps = exec(
+        harness,
+        id,
+        &[
+            "sh",
+            "-c",
+            "cat /proc/[0-9]*/cmdline | busybox tr '\\0' ' '; echo",
+        ],
+        20,
+    )
+    .await;
+    assert_eq!(ps.exit_code, 0, "{ps:?}");
+    String::from_utf8_lossy(&ps.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_with_handler_runsc_runs_in_one_gvisor_sandbox() {
+    let Some(runsc) = runsc() else {
+        return;
+    };
+    let pause = pause_image();
+    let pause_id = pause.build().id().to_string();
+    let node = Node::start_with(
+        &format!(
+            "[runtime_handlers.runsc]\nruntime_path = \"{}\"\nsandbox_container = true\n\
+             sandbox_image = \"{pause_id}\"\n",
+            runsc.display()
+        ),
+        &[],
+    );
+    let harness = Harness::start_on(node).await;
+    let root = harness.berthd.sandbox.state().join("runtimes/runsc");
+    let pause_ref = harness.registry.reference("test/pause:1");
+    harness
+        .registry
+        .push_image("test/pause", &["1"], &pause)
+        .await;
+    harness
+        .berthd
+        .image_client()
+        .await
+        .pull_image(PullImageRequest {
+            image: Some(ImageSpec {
+                image: pause_ref.clone(),
+                ..Default::default()
+            }),
+            auth: None,
+            sandbox_config: None,
+        })
+        .await
+        .expect("PullImage of the pause image");
+
+    // RunPodSandbox has runsc run the pod's sandbox container: its id is
+    // the pod's, and runsc's root holds it, running.
+    let (pod, config) = harness
+        .run_pod_under("gvisor", NamespaceMode::Pod, "runsc")
+        .await;
+    assert_eq!(runtime_ids(&runsc, &root), std::slice::from_ref(&pod));
+    let state: serde_json::Value =
+        serde_json::from_str(&runtime_says(&runsc, &root, &["state", &pod])).expect("state");
+    assert_eq!(state["status"], "running", "{state}");
+    let status = harness
+        .client()
+        .await
+        .pod_sandbox_status(PodSandboxStatusRequest {
+            pod_sandbox_id: pod.clone(),
+            verbose: true,
+        })
+        .await
+        .expect("PodSandboxStatus")
+        .into_inner();
+    let info = status.info.get("info").expect("verbose info");
+    assert!(info.contains("\"sandboxContainer\""), "{info}");
+
+    let app = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config(
+                "app",
+                &harness.image,
+                &["sh", "-c", "echo started under gvisor; exec sleep 3601"],
+            ),
+        )
+        .await;
+    let peer = harness
+        .run_container(
+            &pod,
+            &config,
+            container_config("peer", &harness.image, &["sleep", "3602"]),
+        )
+        .await;
+
+    // runsc made all three, and kubelet sees only its two containers.
+    let mut ids = runtime_ids(&runsc, &root);
+    ids.sort();
+    let mut expected = vec![pod.clone(), app.clone(), peer.clone()];
+    expected.sort();
+    assert_eq!(ids, expected);
+    let listed = harness
+        .client()
+        .await
+        .list_containers(ListContainersRequest::default())
+        .await
+        .expect("ListContainers")
+        .into_inner()
+        .containers;
+    let mut listed: Vec<String> = listed.into_iter().map(|c| c.id).collect();
+    listed.sort();
+    let mut apps = vec![app.clone(), peer.clone()];
+    apps.sort();
+    assert_eq!(listed, apps);
+
+    // gVisor's kernel runs them, not the host's: the kernel release they
+    // see is the one the Sentry reports.
+    let host_release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let release = exec(&harness, &app, &["busybox", "uname", "-r"], 20).await;
+    let release = String::from_utf8_lossy(&release.stdout).trim().to_string();
+    assert!(
+        !release.is_empty() && release != host_release.trim(),
+        "the container sees the host's kernel {release:?}"
+    );
+    assert_exec_and_log(&harness, &app, "gvisor", "started under gvisor").await;
+
+    // One gVisor kernel: each container sees the other's process (the pod
+    // shares its PID namespace) and the sandbox container's.
+    let from_app = seen_processes(&harness, &app).await;
+    assert!(from_app.contains("sleep 3602"), "{from_app}");
+    assert!(from_app.contains("sleep 2147483647"), "{from_app}");
+    let from_peer = seen_processes(&harness, &peer).await;
+    assert!(from_peer.contains("sleep 3601"), "{from_peer}");
+
+    // A timed-out exec is killed inside the sandbox, not only its
+    // host-side `runsc exec`.
+    let err = harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: app.clone(),
+            cmd: vec!["sleep".into(), "4242".into()],
+            timeout: 1,
+        })
+        .await
+        .expect_err("a timed-out ExecSync");
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    let mut left = String::new();
+    for _ in 0..50 {
+        left = seen_processes(&harness, &peer).await;
+        if !left.contains("sleep 4242") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !left.contains("sleep 4242"),
+        "the timed-out exec still runs: {left}"
+    );
+
+    // Remove the pod: runsc's root keeps no container, only runsc's own
+    // `null-netns` (the empty network namespace its gofers share, a file
+    // recovery's sweep of state dirs leaves alone).
+    harness.remove_pod(&pod).await;
+    assert!(runtime_ids(&runsc, &root).is_empty());
+    let left: Vec<_> = std::fs::read_dir(&root)
+        .expect("runsc root")
+        .flatten()
+        .filter(|entry| entry.file_name() != "null-netns")
+        .map(|entry| entry.file_name())
+        .collect();
+    assert!(left.is_empty(), "runsc's root keeps {left:?}");
 }

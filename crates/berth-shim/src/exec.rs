@@ -205,13 +205,18 @@ impl ExecSession {
         }
     }
 
-    /// Enforces the deadline.
-    pub fn tick(&mut self, now: Instant) {
+    /// Enforces the deadline; true when it killed the process just now
+    /// (the runtime may have more to kill: [`RuntimeBackend::kill_exec`]).
+    ///
+    /// [`RuntimeBackend::kill_exec`]: crate::backend::RuntimeBackend::kill_exec
+    pub fn tick(&mut self, now: Instant) -> bool {
         if self.exit.is_none() && !self.timed_out && self.deadline.is_some_and(|d| now >= d) {
             tracing::info!(pid = self.pid, "exec timed out; killing it");
             self.timed_out = true;
             self.kill();
+            return true;
         }
+        false
     }
 
     /// Exited, and its output ended (or the grace after the exit passed).

@@ -318,8 +318,14 @@ pub fn create(
         ];
         (init_pid, outputs, stdin, None)
     };
-    if let Err(err) = join_every_hierarchy(cfg, init_pid).and_then(|()| publish_pid(cfg, init_pid))
-    {
+    // A shared init (a runsc subcontainer's sandbox) is not this
+    // container's to move.
+    let joined = if backend.shares_init() {
+        Ok(())
+    } else {
+        join_every_hierarchy(cfg, init_pid)
+    };
+    if let Err(err) = joined.and_then(|()| publish_pid(cfg, init_pid)) {
         // do not leave a created container nobody will ever start
         if let Err(e) = backend.delete(true) {
             tracing::error!(error = %error_chain(&e), "removing the half-made container");

@@ -13,8 +13,9 @@ use cri_api::v1::{ContainerConfig, PodSandboxConfig};
 
 use crate::error::SpecError;
 
-/// `"container"` (berth writes no spec for sandboxes: they have no infra
-/// container unless the pod shares its PID namespace).
+/// `"sandbox"` for a pod's sandbox container, whose id is the pod's (as
+/// containerd's; only a handler with `sandbox_container` makes one, see
+/// berthd's runtime handlers), `"container"` for every other.
 pub const CONTAINER_TYPE: &str = "io.kubernetes.cri.container-type";
 /// The sandbox's id.
 pub const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
@@ -30,6 +31,7 @@ pub const IMAGE_NAME: &str = "io.kubernetes.cri.image-name";
 /// The spec's annotations: the config's, then berth's `io.kubernetes.cri.*`
 /// keys, which win (a config cannot pretend to be another sandbox's).
 pub fn container_annotations(
+    container_id: &str,
     sandbox_id: &str,
     config: &ContainerConfig,
     sandbox_config: &PodSandboxConfig,
@@ -47,7 +49,10 @@ pub fn container_annotations(
         .map(|i| i.image.clone())
         .unwrap_or_default();
     for (key, value) in [
-        (CONTAINER_TYPE, "container".to_string()),
+        (
+            CONTAINER_TYPE,
+            container_type(container_id, sandbox_id).to_string(),
+        ),
         (SANDBOX_ID, sandbox_id.to_string()),
         (SANDBOX_NAME, pod.name),
         (SANDBOX_NAMESPACE, pod.namespace),
@@ -58,6 +63,15 @@ pub fn container_annotations(
         annotations.insert(key.to_string(), value);
     }
     annotations
+}
+
+/// A pod's sandbox container has the pod's id; any other is a container.
+pub fn container_type(container_id: &str, sandbox_id: &str) -> &'static str {
+    if container_id == sandbox_id {
+        "sandbox"
+    } else {
+        "container"
+    }
 }
 
 /// The host path of the container's CRI log: the config's `log_path`
@@ -129,7 +143,7 @@ mod tests {
 
     #[test]
     fn annotations_carry_the_config_and_the_cri_keys() {
-        let annotations = container_annotations("s-1", &config(), &sandbox());
+        let annotations = container_annotations("c-1", "s-1", &config(), &sandbox());
         assert_eq!(annotations["team"], "web");
         assert_eq!(annotations[CONTAINER_TYPE], "container");
         assert_eq!(annotations[SANDBOX_ID], "s-1");
@@ -138,6 +152,20 @@ mod tests {
         assert_eq!(annotations[SANDBOX_UID], "u-1");
         assert_eq!(annotations[CONTAINER_NAME], "app");
         assert_eq!(annotations[IMAGE_NAME], "busybox:1.29");
+    }
+
+    #[test]
+    fn the_container_with_the_pods_id_is_its_sandbox() {
+        let annotations = container_annotations("s-1", "s-1", &config(), &sandbox());
+        assert_eq!(annotations[CONTAINER_TYPE], "sandbox");
+        assert_eq!(annotations[SANDBOX_ID], "s-1");
+        // A config cannot make itself the sandbox.
+        let mut config = config();
+        config
+            .annotations
+            .insert(CONTAINER_TYPE.to_string(), "sandbox".to_string());
+        let annotations = container_annotations("c-1", "s-1", &config, &sandbox());
+        assert_eq!(annotations[CONTAINER_TYPE], "container");
     }
 
     #[test]

@@ -256,6 +256,7 @@ pub fn container_spec(inputs: &ContainerInputs) -> Result<Spec, SpecError> {
         .set_domainname(None)
         .set_hooks(None)
         .set_annotations(Some(annotations::container_annotations(
+            inputs.container_id,
             inputs.sandbox_id,
             config,
             inputs.sandbox_config,

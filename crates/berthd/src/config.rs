@@ -119,6 +119,31 @@ pub struct RuntimeHandlerConfig {
     /// `<state_dir>/runtimes/<name>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_root: Option<PathBuf>,
+    /// The pod's sandbox is a container of `sandbox_image` this runtime
+    /// runs first, which the pod's containers join (CRI-O's
+    /// `drop_infra_ctr = false`; what gVisor's runsc needs). Off: the pod's
+    /// namespaces are berth's own, with no container.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_container: bool,
+    /// The image of the sandbox container (already pulled: RunPodSandbox
+    /// does not pull it); when absent [`DEFAULT_SANDBOX_IMAGE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_image: Option<String>,
+}
+
+/// The sandbox container's image when a handler names none (containerd's
+/// and CRI-O's default).
+pub const DEFAULT_SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+impl RuntimeHandlerConfig {
+    /// The sandbox container's image, when the pod's sandbox is one.
+    pub fn sandbox_container_image(&self) -> Option<String> {
+        self.sandbox_container.then(|| {
+            self.sandbox_image
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SANDBOX_IMAGE.to_string())
+        })
+    }
 }
 
 /// Container Device Interface spec files.
@@ -431,6 +456,23 @@ impl Config {
                     format!("of handler {name:?} {problem}"),
                 )
             })?;
+            if let Some(image) = &handler.sandbox_image {
+                if image.trim().is_empty() || image.contains(char::is_whitespace) {
+                    return Err(invalid(
+                        "runtime_handlers.<name>.sandbox_image",
+                        format!("of handler {name:?} is not an image name: {image:?}"),
+                    ));
+                }
+                if !handler.sandbox_container {
+                    return Err(invalid(
+                        "runtime_handlers.<name>.sandbox_image",
+                        format!(
+                            "of handler {name:?} is set without sandbox_container = true, \
+                             which is what runs it"
+                        ),
+                    ));
+                }
+            }
             if let Some(root) = &handler.runtime_root {
                 if !root.is_absolute() {
                     return Err(invalid(
@@ -759,6 +801,46 @@ mod tests {
         );
         // `berthd config` prints what loads back.
         assert_eq!(parse(&config.to_toml()).unwrap(), config);
+    }
+
+    #[test]
+    fn a_handler_may_run_a_sandbox_container_of_its_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let runsc = runtime_binary(dir.path(), 0o755).display().to_string();
+        let table =
+            |body: &str| format!("[runtime_handlers.runsc]\nruntime_path = {runsc:?}\n{body}");
+        let config = parse(&table("sandbox_container = true\n")).unwrap();
+        let handler = &config.runtime_handlers["runsc"];
+        assert_eq!(
+            handler.sandbox_container_image().as_deref(),
+            Some(DEFAULT_SANDBOX_IMAGE)
+        );
+        assert_eq!(parse(&config.to_toml()).unwrap(), config);
+        let config = parse(&table(
+            "sandbox_container = true\nsandbox_image = \"pause:1\"\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            config.runtime_handlers["runsc"]
+                .sandbox_container_image()
+                .as_deref(),
+            Some("pause:1")
+        );
+        assert_eq!(parse(&config.to_toml()).unwrap(), config);
+        let config = parse(&table("")).unwrap();
+        assert_eq!(
+            config.runtime_handlers["runsc"].sandbox_container_image(),
+            None
+        );
+
+        for body in [
+            "sandbox_image = \"pause:1\"\n",
+            "sandbox_container = true\nsandbox_image = \" \"\n",
+        ] {
+            let err = parse(&table(body)).unwrap_err().to_string();
+            assert!(err.contains("sandbox_image"), "{body}: {err}");
+            assert!(err.contains("\"runsc\""), "{body}: {err}");
+        }
     }
 
     #[test]

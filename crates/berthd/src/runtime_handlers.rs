@@ -36,6 +36,9 @@ pub struct RuntimeHandler {
     /// config names may be shared with another runtime's containers.
     pub own_root: bool,
     pub features: HandlerFeatures,
+    /// The image of the pod's sandbox container, for a handler whose pods
+    /// have one (`sandbox_container`); None: no sandbox container.
+    pub sandbox_image: Option<String>,
 }
 
 impl RuntimeHandler {
@@ -102,6 +105,7 @@ impl RuntimeHandlers {
                     recursive_read_only_mounts: kernel.recursive_read_only,
                     user_namespaces: kernel.user_namespaces,
                 },
+                sandbox_image: None,
             },
             configured: BTreeMap::new(),
         }
@@ -144,12 +148,14 @@ impl RuntimeHandlers {
                         && reported.recursive_read_only_mounts,
                     user_namespaces: kernel.user_namespaces && reported.user_namespaces,
                 },
+                sandbox_image: handler.sandbox_container_image(),
             };
             tracing::info!(
                 handler = %handler.name,
                 runtime = %handler.runtime_path_display(),
                 root = %handler.root.display(),
                 features = ?handler.features,
+                sandbox_image = ?handler.sandbox_image,
                 "runtime handler"
             );
             handlers.configured.insert(name.clone(), handler);
@@ -293,6 +299,8 @@ mod tests {
                 crate::config::RuntimeHandlerConfig {
                     runtime_path: PathBuf::from(format!("/opt/{name}")),
                     runtime_root: root.map(PathBuf::from),
+                    sandbox_container: false,
+                    sandbox_image: None,
                 },
             );
         }

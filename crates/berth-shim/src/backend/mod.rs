@@ -125,6 +125,38 @@ pub trait RuntimeBackend {
         console: Option<&Path>,
     ) -> Result<i32, BackendError>;
 
+    /// The pid [`create`](Self::create) returned is not the container's
+    /// own process but one it shares (a runsc subcontainer's is its pod's
+    /// gVisor sandbox): it is not moved into the container's cgroups, and
+    /// after [`start`](Self::start) [`init_waiter`](Self::init_waiter) is
+    /// reaped in its place.
+    fn shares_init(&self) -> bool {
+        false
+    }
+
+    /// The shim's child that exits when the container's init does, when
+    /// that is not the init itself ([`shares_init`](Self::shares_init)).
+    fn init_waiter(&self) -> Option<i32> {
+        None
+    }
+
+    /// The init's exit code, from what the shim reaped (`code`): the
+    /// waiter's report where there is one.
+    fn init_exit_code(&mut self, code: i32) -> i32 {
+        code
+    }
+
+    /// Kills the process an [`exec`](Self::exec) that returned `pid`
+    /// started, where that is not `pid` itself: the shim kills `pid` (and
+    /// its group), which is the process for runtimes that exec it in the
+    /// container, but runsc's is its host-side `runsc exec`, whose death
+    /// leaves the process in the gVisor sandbox running.
+    fn kill_exec(&mut self, _pid: i32) {}
+
+    /// The shim reaped `pid`: whatever [`kill_exec`](Self::kill_exec)
+    /// kept for it goes.
+    fn forget_exec(&mut self, _pid: i32) {}
+
     /// Dumps the container's processes with CRIU into `images_dir`,
     /// leaving them running; CRIU's logs go to `work_dir`.
     fn checkpoint(&mut self, images_dir: &Path, work_dir: &Path) -> Result<(), BackendError>;

@@ -33,6 +33,16 @@ pub struct OciCliBackend {
     dir: PathBuf,
     /// The bundle has env values a spec cannot carry.
     raw_env: bool,
+    /// Whether the runtime is gVisor's runsc (its `--version`), asked once.
+    /// runsc's exec'd processes and a pod's containers after its sandbox
+    /// container (its subcontainers) live in the gVisor sandbox, not on
+    /// the host: see [`Subcontainer`].
+    runsc: Option<bool>,
+    /// This container joins a runsc sandbox (set at create).
+    subcontainer: Option<Subcontainer>,
+    /// The in-sandbox pid of each exec'd process still running, by the
+    /// pid `exec` returned: what [`RuntimeBackend::kill_exec`] kills.
+    exec_pids: std::collections::HashMap<i32, i32>,
 }
 
 impl OciCliBackend {
@@ -46,7 +56,52 @@ impl OciCliBackend {
                 .is_some_and(is_systemd_cgroups_path),
             dir: dir.to_path_buf(),
             raw_env: !bundle.raw_env.is_empty(),
+            runsc: None,
+            subcontainer: None,
+            exec_pids: std::collections::HashMap::new(),
         }
+    }
+
+    fn internal_pid_file(&self) -> PathBuf {
+        self.dir.join("runtime-internal.pid")
+    }
+
+    /// Whether the runtime is runsc: its `--version` says so (runc, crun
+    /// and youki name themselves there too).
+    fn is_runsc(&mut self) -> bool {
+        if let Some(known) = self.runsc {
+            return known;
+        }
+        let known = Command::new(&self.binary)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .is_ok_and(|out| out.stdout.starts_with(b"runsc"));
+        self.runsc = Some(known);
+        known
+    }
+
+    fn wait_file(&self) -> PathBuf {
+        self.dir.join("runtime-wait.json")
+    }
+
+    /// `runsc wait <id>`, the shim's child, which exits when the
+    /// subcontainer's init does and writes its status to
+    /// [`Self::wait_file`].
+    fn spawn_waiter(&self) -> Result<i32, BackendError> {
+        let out = std::fs::File::create(self.wait_file())
+            .map_err(|e| BackendError::io("creating the runtime's wait file", e))?;
+        let child = Command::new(&self.binary)
+            .args(self.args(&["wait", &self.target.id]))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| BackendError::io(format!("running {} wait", self.binary.display()), e))?;
+        // Reaped by the shim's loop as the init (`init_waiter`).
+        i32::try_from(child.id())
+            .map_err(|_| BackendError::Message(format!("pid {} out of range", child.id())))
     }
 
     fn log(&self) -> PathBuf {
@@ -170,12 +225,24 @@ impl RuntimeBackend for OciCliBackend {
             "--pid-file".into(),
             pid_file.into(),
         ];
+        if self.is_runsc() && joins_a_sandbox(bundle) {
+            self.subcontainer = Some(Subcontainer::default());
+        }
         let stdio = match stdio {
             InitStdio::Pipes {
                 stdin,
                 stdout,
                 stderr,
-            } => Some([stdin, stdout, stderr]),
+            } => {
+                if let Some(sub) = &mut self.subcontainer {
+                    let copy = |fd: &OwnedFd| {
+                        fd.try_clone()
+                            .map_err(|e| BackendError::io("copying the container's stdio", e))
+                    };
+                    sub.stdio = Some([copy(&stdin)?, copy(&stdout)?, copy(&stderr)?]);
+                }
+                Some([stdin, stdout, stderr])
+            }
             InitStdio::Console(socket) => {
                 args.push("--console-socket".into());
                 args.push(socket.into());
@@ -188,7 +255,50 @@ impl RuntimeBackend for OciCliBackend {
     }
 
     fn start(&mut self) -> Result<(), BackendError> {
-        self.run(&["start", &self.target.id], None).map(drop)
+        let Some(sub) = &mut self.subcontainer else {
+            return self.run(&["start", &self.target.id], None).map(drop);
+        };
+        // runsc gives a subcontainer the stdio of its `start` (a tty was
+        // set up at create); then `runsc wait` stands in for its init.
+        let stdio = sub.stdio.take();
+        self.run(&["start", &self.target.id], Some(stdio_or_null(stdio)?))?;
+        let waiter = self.spawn_waiter()?;
+        if let Some(sub) = &mut self.subcontainer {
+            sub.waiter = Some(waiter);
+        }
+        Ok(())
+    }
+
+    fn shares_init(&self) -> bool {
+        self.subcontainer.is_some()
+    }
+
+    fn init_waiter(&self) -> Option<i32> {
+        self.subcontainer.as_ref().and_then(|sub| sub.waiter)
+    }
+
+    fn init_exit_code(&mut self, code: i32) -> i32 {
+        if self.subcontainer.is_none() {
+            return code;
+        }
+        #[derive(serde::Deserialize)]
+        struct WaitResult {
+            #[serde(rename = "exitStatus")]
+            exit_status: i32,
+        }
+        match std::fs::read(self.wait_file())
+            .ok()
+            .and_then(|json| serde_json::from_slice::<WaitResult>(&json).ok())
+        {
+            Some(result) => result.exit_status,
+            None => {
+                tracing::warn!(
+                    code,
+                    "`runsc wait` reported no status; its own exit code stands"
+                );
+                code
+            }
+        }
     }
 
     fn state(&mut self) -> Result<RuntimeStatus, BackendError> {
@@ -240,10 +350,47 @@ impl RuntimeBackend for OciCliBackend {
             args.push("--console-socket".into());
             args.push(socket.into());
         }
+        let internal = self.is_runsc().then(|| self.internal_pid_file());
+        if let Some(path) = &internal {
+            let _ = std::fs::remove_file(path);
+            args.push("--internal-pid-file".into());
+            args.push(path.into());
+        }
         args.push(self.target.id.clone().into());
         let result = self.run(&args, Some(stdio)).and_then(|_| self.read_pid());
         let _ = std::fs::remove_file(&process.json_path);
+        if let (Ok(pid), Some(path)) = (&result, &internal) {
+            match std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| text.trim().parse::<i32>().ok())
+            {
+                Some(inside) => {
+                    self.exec_pids.insert(*pid, inside);
+                }
+                None => tracing::warn!(
+                    pid,
+                    "the runtime wrote no in-sandbox pid; a kill of this exec reaches only its \
+                     host-side process"
+                ),
+            }
+            let _ = std::fs::remove_file(path);
+        }
         result
+    }
+
+    fn kill_exec(&mut self, pid: i32) {
+        let Some(inside) = self.exec_pids.remove(&pid) else {
+            return;
+        };
+        let inside = inside.to_string();
+        let args = ["kill", "--pid", &inside, &self.target.id, "9"];
+        if let Err(e) = self.run(&args, None) {
+            tracing::warn!(pid, inside, error = %e, "killing the exec'd process in the sandbox");
+        }
+    }
+
+    fn forget_exec(&mut self, pid: i32) {
+        self.exec_pids.remove(&pid);
     }
 
     fn checkpoint(&mut self, images_dir: &Path, work_dir: &Path) -> Result<(), BackendError> {
@@ -268,6 +415,41 @@ impl RuntimeBackend for OciCliBackend {
             self.binary.display()
         )))
     }
+}
+
+/// A runsc container that joins its pod's gVisor sandbox (the pod's
+/// sandbox container made it): the pid runsc's `create` writes is the
+/// sandbox's, shared by the pod, so the shim neither moves it into this
+/// container's cgroups nor waits for it; `runsc wait` does the waiting.
+#[derive(Default)]
+struct Subcontainer {
+    /// The container's stdio, for `start` (where runsc takes it).
+    stdio: Option<[OwnedFd; 3]>,
+    /// `runsc wait`'s pid, once started.
+    waiter: Option<i32>,
+}
+
+/// The bundle's spec says its container joins a sandbox another container
+/// made (CRI's `container-type: container` with a `sandbox-id`).
+fn joins_a_sandbox(bundle: &Path) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        #[serde(default)]
+        annotations: std::collections::HashMap<String, String>,
+    }
+    let Some(spec) = std::fs::read(bundle.join("config.json"))
+        .ok()
+        .and_then(|json| serde_json::from_slice::<Spec>(&json).ok())
+    else {
+        return false;
+    };
+    spec.annotations
+        .get("io.kubernetes.cri.container-type")
+        .is_some_and(|kind| kind == "container")
+        && spec
+            .annotations
+            .get("io.kubernetes.cri.sandbox-id")
+            .is_some_and(|id| !id.is_empty())
 }
 
 /// `state`'s `status` (runc, crun, youki and runsc share the format).
@@ -309,7 +491,30 @@ mod tests {
             systemd_cgroup: systemd,
             dir: "/run/berth/shims/c1".into(),
             raw_env: false,
+            runsc: None,
+            subcontainer: None,
+            exec_pids: std::collections::HashMap::new(),
         }
+    }
+
+    #[test]
+    fn a_container_of_a_pod_with_a_sandbox_container_joins_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = |kind: &str| {
+            format!(
+                r#"{{"ociVersion":"1.2.0","annotations":{{
+                    "io.kubernetes.cri.container-type":"{kind}",
+                    "io.kubernetes.cri.sandbox-id":"p1"}}}}"#
+            )
+        };
+        std::fs::write(dir.path().join("config.json"), spec("container")).unwrap();
+        assert!(joins_a_sandbox(dir.path()));
+        // The sandbox container makes the sandbox; it joins none.
+        std::fs::write(dir.path().join("config.json"), spec("sandbox")).unwrap();
+        assert!(!joins_a_sandbox(dir.path()));
+        std::fs::write(dir.path().join("config.json"), r#"{"ociVersion":"1.2.0"}"#).unwrap();
+        assert!(!joins_a_sandbox(dir.path()));
+        assert!(!joins_a_sandbox(&dir.path().join("missing")));
     }
 
     #[test]

@@ -20,8 +20,10 @@ impl Server {
     pub(super) fn on_sigchld(&mut self) {
         let now = Instant::now();
         for r in self.children.reap() {
+            self.backend.forget_exec(r.pid);
             if r.pid == self.init.pid && self.init.exited.is_none() {
-                self.on_init_exit(r.exit_code, now);
+                let code = self.backend.init_exit_code(r.exit_code);
+                self.on_init_exit(code, now);
             } else if let Some(e) = self
                 .execs
                 .iter_mut()

@@ -279,8 +279,14 @@ impl Server {
     }
 
     fn after_events(&mut self, now: Instant) {
+        let mut timed_out = Vec::new();
         for e in &mut self.execs {
-            e.session.tick(now);
+            if e.session.tick(now) {
+                timed_out.push(e.session.pid());
+            }
+        }
+        for pid in timed_out {
+            self.backend.kill_exec(pid);
         }
         self.finish_execs(now);
         self.publish_exit(now);
@@ -320,6 +326,7 @@ impl Server {
             .filter(|(_, c)| c.is_finished())
             .map(|(id, _)| *id)
             .collect();
+        let mut gone = Vec::new();
         for id in finished {
             self.clients.remove(&id);
             for e in &mut self.execs {
@@ -330,6 +337,7 @@ impl Server {
                     );
                     e.session.kill();
                     e.client = None;
+                    gone.push(e.session.pid());
                 }
             }
             for s in &mut self.sessions {
@@ -337,7 +345,11 @@ impl Server {
                     tracing::info!(pid = s.pid, "session client went away; killing the process");
                     s.kill();
                     s.client = None;
+                    gone.push(s.pid);
                 }
+            }
+            for pid in gone.drain(..) {
+                self.backend.kill_exec(pid);
             }
             if self.shutdown == Some(Some(id)) {
                 self.shutdown = Some(None);

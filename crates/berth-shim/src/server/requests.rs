@@ -55,6 +55,11 @@ impl Server {
         }
         match self.backend.start() {
             Ok(()) => {
+                if let Some(waiter) = self.backend.init_waiter() {
+                    // Reaped as the init from now on (`shares_init`).
+                    tracing::info!(waiter, "the runtime's waiter stands in for the init");
+                    self.init.pid = waiter;
+                }
                 self.init.started_at = Some(timestamp::now());
                 tracing::info!("container started");
                 Response::Ok

@@ -26,6 +26,10 @@ use crate::runtime_handlers::RuntimeHandler;
 use crate::sandbox::store::SandboxRecord;
 use crate::sandbox::SandboxError;
 
+/// The sandbox container's name in its pod (kubelet's container names are
+/// DNS labels: no app container has it).
+pub const SANDBOX_CONTAINER_NAME: &str = "POD";
+
 /// One CreateContainer request, resolved: what every step reads.
 #[derive(Clone, Copy)]
 struct Creation<'a> {
@@ -104,6 +108,43 @@ impl ContainerManager {
         config: ContainerConfig,
         request_sandbox_config: Option<PodSandboxConfig>,
     ) -> Result<String, ContainerError> {
+        self.create_as(None, sandbox_id, config, request_sandbox_config)
+            .await
+    }
+
+    /// The sandbox container of pod `sandbox_id` (for a handler with
+    /// `sandbox_container`): a container of `image` with the pod's own id,
+    /// which makes its spec say `container-type: sandbox` and the runtime
+    /// make the pod's sandbox of it (runsc's gVisor kernel, which the pod's
+    /// containers then join). It has no log; `image` must be present.
+    pub async fn create_sandbox_container(
+        &self,
+        sandbox_id: &str,
+        image: &str,
+    ) -> Result<String, ContainerError> {
+        let config = ContainerConfig {
+            metadata: Some(cri_api::v1::ContainerMetadata {
+                name: SANDBOX_CONTAINER_NAME.to_string(),
+                attempt: 0,
+            }),
+            image: Some(cri_api::v1::ImageSpec {
+                image: image.to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.create_as(Some(sandbox_id), sandbox_id, config, None)
+            .await
+    }
+
+    /// CreateContainer with the id `id` (a fresh one when None).
+    async fn create_as(
+        &self,
+        id: Option<&str>,
+        sandbox_id: &str,
+        config: ContainerConfig,
+        request_sandbox_config: Option<PodSandboxConfig>,
+    ) -> Result<String, ContainerError> {
         let metadata = config.metadata.clone().unwrap_or_default();
         let mut config = config;
         let mut image_name = config
@@ -173,7 +214,10 @@ impl ContainerManager {
             }
         }
 
-        let id = new_id().map_err(|err| ContainerError::io("generating a container id", err))?;
+        let id = match id {
+            Some(id) => id.to_string(),
+            None => new_id().map_err(|err| ContainerError::io("generating a container id", err))?,
+        };
         let name_key = format!(
             "{}_{}_{}_{}_{}",
             metadata.name,

@@ -996,6 +996,7 @@ async fn runc_fixture() -> Fixture {
                 root: dir.join("state/runtimes/runc"),
                 own_root: true,
                 features: Default::default(),
+                sandbox_image: None,
             })
             // A root the config named: perhaps another runtime's too.
             .with(crate::runtime_handlers::RuntimeHandler {
@@ -1004,6 +1005,7 @@ async fn runc_fixture() -> Fixture {
                 root: dir.join("shared-root"),
                 own_root: false,
                 features: Default::default(),
+                sandbox_image: None,
             })
     });
     fixture_on(pods).await

@@ -58,6 +58,13 @@ pub struct ContainerRecord {
 }
 
 impl ContainerRecord {
+    /// The pod's sandbox container (a handler's `sandbox_container`), which
+    /// has the pod's id. kubelet never hears of it: lists, stats and
+    /// events leave it out, the pod's stop and remove take it last.
+    pub fn is_sandbox_container(&self) -> bool {
+        self.id == self.sandbox_id
+    }
+
     /// The image name to report back: the name the client asked for.
     /// kubelet sends the resolved image id in `image.image` and the pod's
     /// image in `user_specified_image`, and compares the status with the

@@ -15,13 +15,29 @@ impl Pods {
             .map(|record| record.id.clone()))
     }
 
-    /// Ids of the containers of pod `sandbox_id` (a full id).
+    /// Ids of the containers of pod `sandbox_id` (a full id), but its
+    /// sandbox container ([`Self::sandbox_container`]).
     pub async fn container_ids(&self, sandbox_id: &str) -> Vec<String> {
         self.containers
             .of_sandbox(sandbox_id)
             .await
             .into_iter()
+            .filter(|record| !record.is_sandbox_container())
             .map(|record| record.id)
             .collect()
+    }
+
+    /// The id of pod `sandbox_id`'s sandbox container, if it has one: the
+    /// pod's own id. It is stopped and removed after the pod's other
+    /// containers (they run inside it), with no events of its own (the
+    /// pod's are its).
+    pub fn sandbox_container(&self, sandbox_id: &str) -> Option<String> {
+        self.containers
+            .store
+            .published(sandbox_id)
+            .ok()
+            .flatten()
+            .filter(|record| record.is_sandbox_container())
+            .map(|record| record.id.clone())
     }
 }

@@ -11,6 +11,7 @@ mod events;
 mod members;
 mod remove;
 mod restore;
+mod run;
 mod stats;
 mod stop;
 #[cfg(test)]

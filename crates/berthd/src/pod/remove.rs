@@ -16,6 +16,9 @@ impl Pods {
                     .emit(&container, sandbox_id, Lifecycle::Removed)
                     .await;
             }
+            if let Some(container) = self.sandbox_container(sandbox_id) {
+                self.containers.remove(&container).await?;
+            }
         }
         self.sandboxes.remove(id).await?;
         if let Some(sandbox_id) = &sandbox_id {

@@ -17,6 +17,9 @@ impl Pods {
                     .emit(&container, sandbox_id, Lifecycle::Stopped)
                     .await;
             }
+            if let Some(container) = self.sandbox_container(sandbox_id) {
+                self.containers.stop(&container, 0).await?;
+            }
         }
         self.sandboxes.stop(id).await?;
         if let Some(sandbox_id) = &sandbox_id {

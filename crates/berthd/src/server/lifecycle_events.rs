@@ -158,6 +158,10 @@ impl CriService {
         }
         for handle in context.containers.store.all() {
             let record = handle.lock().await.clone();
+            // A sandbox container's events are its pod's.
+            if record.is_sandbox_container() {
+                continue;
+            }
             let state = context.containers.state(&record).await;
             let kind = match state.map(|state| state.status) {
                 Some(RunState::Created) => ContainerEventType::ContainerCreatedEvent,

@@ -28,7 +28,8 @@ impl CriService {
         let containers = &self.context().containers;
         let mut records = Vec::new();
         for record in containers.store.published_all() {
-            let matches = record.id.starts_with(&filter.id)
+            let matches = !record.is_sandbox_container()
+                && record.id.starts_with(&filter.id)
                 && record.sandbox_id.starts_with(&filter.pod_sandbox_id)
                 && labels_match(&record.config.labels, &filter.label_selector);
             if matches {

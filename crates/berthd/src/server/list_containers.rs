@@ -27,7 +27,10 @@ impl CriService {
         // Each container as last persisted: a list never waits for a
         // removal in progress, and copies out only what passes the filter.
         for record in containers.store.published_all() {
-            let wanted = (filter.id.is_empty() || record.id.starts_with(&filter.id))
+            // A handler's sandbox container is the pod's, not one of its
+            // containers.
+            let wanted = !record.is_sandbox_container()
+                && (filter.id.is_empty() || record.id.starts_with(&filter.id))
                 && (filter.pod_sandbox_id.is_empty()
                     || record.sandbox_id.starts_with(&filter.pod_sandbox_id))
                 && labels_match(&record.config.labels, &filter.label_selector);

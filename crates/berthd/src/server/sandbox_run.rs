@@ -17,11 +17,7 @@ impl CriService {
             .config
             .ok_or_else(|| Status::invalid_argument("config is required"))?;
         check_config(&config)?;
-        let pod_sandbox_id = self
-            .context()
-            .sandboxes
-            .run(config, &request.runtime_handler)
-            .await?;
+        let pod_sandbox_id = self.pods().run(config, &request.runtime_handler).await?;
         tracing::info!(sandbox = %pod_sandbox_id, "pod sandbox ready");
         for kind in [
             ContainerEventType::ContainerCreatedEvent,

@@ -18,6 +18,21 @@ impl CriService {
     ) -> Result<PodSandboxStatusResponse, Status> {
         let sandboxes = &self.context().sandboxes;
         let record = sandboxes.published(&request.pod_sandbox_id)?;
+        // A handler's sandbox container (the pod's id): the pod is ready
+        // only while it runs, as containerd's pause container.
+        let containers = &self.context().containers;
+        let sandbox_container = match containers.store.published(&record.id) {
+            Ok(Some(container)) if container.is_sandbox_container() => {
+                let state = containers.state(&container).await;
+                Some((container, state))
+            }
+            _ => None,
+        };
+        let container_runs = sandbox_container.as_ref().map(|(_, state)| {
+            state
+                .as_ref()
+                .is_some_and(|state| state.status == berth_shim_api::protocol::RunState::Running)
+        });
         let mut info = std::collections::HashMap::new();
         if request.verbose {
             let verbose = serde_json::json!({
@@ -29,11 +44,24 @@ impl CriService {
                 "dir": record.dir,
                 "filesDir": record.files_dir(),
                 "cniResult": record.cni_result,
+                "sandboxContainer": sandbox_container.as_ref().map(|(container, state)| {
+                    serde_json::json!({
+                        "id": container.id,
+                        "image": container.image_ref,
+                        "runtimeHandler": container.runtime_handler,
+                        "pid": state.as_ref().map(|state| state.pid),
+                        "running": container_runs,
+                    })
+                }),
             });
             info.insert("info".to_string(), verbose.to_string());
         }
+        let mut status = to_status(&record);
+        if container_runs == Some(false) {
+            status.state = PodSandboxState::SandboxNotready as i32;
+        }
         Ok(PodSandboxStatusResponse {
-            status: Some(to_status(&record)),
+            status: Some(status),
             info,
             containers_statuses: Vec::new(),
             timestamp: crate::clock::now_nanos(),

@@ -149,6 +149,7 @@ mod tests {
                 root: "/run/b/runtimes/runc".into(),
                 own_root: true,
                 features: Default::default(),
+                sandbox_image: None,
             },
         );
         let handlers = runtime_handlers(&handlers);
