@@ -86,6 +86,11 @@ pub struct ContainerManager {
     pub states: state_cache::StateCache,
 }
 
+/// How long a report waits on a shim with no state kept
+/// ([`ContainerManager::state`]). A shim answers in well under a
+/// millisecond; this leaves room for a loaded node.
+pub const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl ContainerManager {
     /// Starts, on a blocking thread, the grace period that the shim's move
     /// of the container's first process into its cgroup will wait for
@@ -102,6 +107,11 @@ impl ContainerManager {
     /// metrics): as its shim last gave it while that still holds
     /// ([`state_cache`]), else from the shim. The lifecycle's own steps
     /// ask the shim.
+    ///
+    /// A shim that does not answer within [`REPORT_WAIT`] (stopped, hung)
+    /// is reported unknown, not waited on for the 30 s a shim call may
+    /// take: kubelet's relists, status and events must not stall on one
+    /// container, also when nothing is kept of it (after a berthd restart).
     pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
         let dir = &record.shim_dir;
         if let Some(state) = self.states.get(dir) {
@@ -109,7 +119,13 @@ impl ContainerManager {
         }
         let epoch = self.states.epoch();
         let watch = self.shims.watch(dir);
-        let state = self.shims.state(dir).await;
+        let Ok(state) = tokio::time::timeout(REPORT_WAIT, self.shims.state(dir)).await else {
+            tracing::warn!(
+                container = %record.id,
+                "its shim did not answer within {REPORT_WAIT:?}: reported unknown"
+            );
+            return None;
+        };
         if let Some(state) = &state {
             self.states.store(dir, epoch, state, watch);
         }
