@@ -34,7 +34,8 @@
 #   7. stats at scale: with 110 and 250 of those pods running in each
 #      runtime, kubelet's stats RPCs (ListPodSandboxStats,
 #      ListContainerStats, ListPodSandboxMetrics; ListContainers and
-#      ListPodSandbox for reference) one after another: p50/p99 per RPC;
+#      ListPodSandbox for reference) one after another, each until its
+#      calls took 60 s in all at most: p50/p99 per RPC;
 #   8. a stalled shim: with 110 of them running, one container's shim
 #      SIGSTOPped (berth: the berth-shim of its pid file; containerd: the
 #      pod's containerd-shim-runc-v2), then separately that container frozen
@@ -285,10 +286,10 @@ pod_args() {
 }
 
 # settle: flushes the disk and waits until the machine is quiet (at least
-# 90% idle over two one-second samples in a row, BENCH_SETTLE_SECONDS, 120 s, at most), so that
-# what a burst of pod starts or removals left to the kernel and the disk
-# (writeback, snapshot deletion, network namespace teardown) does not load
-# the measurement that follows it.
+# 90% idle over two one-second samples in a row; BENCH_SETTLE_SECONDS, 120
+# s by default, at most), so that what a burst of pod starts or removals
+# left to the kernel and the disk (writeback, snapshot deletion, network
+# namespace teardown) does not load the measurement that follows it.
 SETTLE_SECONDS="${BENCH_SETTLE_SECONDS:-120}"
 settle() {
   sync

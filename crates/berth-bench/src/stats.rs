@@ -18,6 +18,12 @@ use crate::workload::{labels, LABEL};
 /// How long one polled RPC may take before it counts as stalled: a stopped
 /// shim must not hang the bench, and the timeout shows in the samples.
 const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one stats RPC may take: containerd's ListPodSandboxMetrics
+/// takes about 0.1 s per pod.
+const STATS_TIMEOUT: Duration = Duration::from_secs(120);
+/// Once an RPC's calls have taken this long in all, it is not repeated:
+/// the run stays bounded where a runtime takes seconds per call.
+const STATS_BUDGET: Duration = Duration::from_secs(60);
 /// How long the stalled container's own status is waited for: longer than
 /// berthd's 30 s shim-call bound, so that what a runtime does at its own
 /// bound is what is measured.
@@ -30,8 +36,9 @@ fn timed<T>(message: T, timeout: Duration) -> Request<T> {
 }
 
 /// The stats RPCs kubelet makes (and the two lists for reference), each
-/// timed `n` times in a row. An RPC the runtime does not implement is left
-/// out of the records (and said so).
+/// timed `n` times in a row, or until its calls took [`STATS_BUDGET`] in
+/// all. An RPC the runtime does not implement is left out of the records
+/// (and said so).
 pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), String> {
     let mut rt = cri.runtime.clone();
     let names = [
@@ -43,9 +50,10 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
     ];
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut unimplemented = [false; 5];
+    let mut spent = [Duration::ZERO; 5];
     for _ in 0..n {
         for (i, name) in names.iter().enumerate() {
-            if unimplemented[i] {
+            if unimplemented[i] || spent[i] >= STATS_BUDGET {
                 continue;
             }
             let t = Instant::now();
@@ -55,7 +63,7 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
                         ListPodSandboxStatsRequest {
                             filter: Some(PodSandboxStatsFilter::default()),
                         },
-                        RPC_TIMEOUT,
+                        STATS_TIMEOUT,
                     ))
                     .await
                     .map(drop),
@@ -64,12 +72,12 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
                         ListContainerStatsRequest {
                             filter: Some(ContainerStatsFilter::default()),
                         },
-                        RPC_TIMEOUT,
+                        STATS_TIMEOUT,
                     ))
                     .await
                     .map(drop),
                 2 => rt
-                    .list_pod_sandbox_metrics(timed(ListPodSandboxMetricsRequest {}, RPC_TIMEOUT))
+                    .list_pod_sandbox_metrics(timed(ListPodSandboxMetricsRequest {}, STATS_TIMEOUT))
                     .await
                     .map(drop),
                 3 => rt
@@ -77,7 +85,7 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
                         ListContainersRequest {
                             filter: Some(ContainerFilter::default()),
                         },
-                        RPC_TIMEOUT,
+                        STATS_TIMEOUT,
                     ))
                     .await
                     .map(drop),
@@ -86,11 +94,12 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
                         ListPodSandboxRequest {
                             filter: Some(PodSandboxFilter::default()),
                         },
-                        RPC_TIMEOUT,
+                        STATS_TIMEOUT,
                     ))
                     .await
                     .map(drop),
             };
+            spent[i] += t.elapsed();
             let elapsed = ms(t.elapsed());
             match result {
                 Ok(()) => samples[i].push(elapsed),
