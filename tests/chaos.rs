@@ -4,8 +4,11 @@
 //! is removed nothing may be left: mounts, pins, infra processes, shims,
 //! container processes, veths, IP leases, cgroups, directories.
 //!
-//! `BERTH_CHAOS_LIFECYCLES` (default 160) and `BERTH_CHAOS_SEED` change
-//! the run; the seed is printed.
+//! A second run does the same through a CNI plugin that fails DELs (and
+//! some ADDs), so that each teardown path meets a failing DEL.
+//!
+//! `BERTH_CHAOS_LIFECYCLES` (default 160), `BERTH_CHAOS_FLAKY_LIFECYCLES`
+//! (default 40) and `BERTH_CHAOS_SEED` change the runs; the seed is printed.
 
 use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
@@ -112,11 +115,43 @@ where
     }
 }
 
+/// Steps that failed for the flaky plugin, then were tried again.
+static FAILED_STEPS: AtomicUsize = AtomicUsize::new(0);
+
+/// How often a failing step is tried again (kubelet: forever).
+const FAILURE_RETRIES: usize = 10;
+
+/// Whether a step failed for the flaky plugin (its message reaches the
+/// client), not for anything else.
+fn failed_step(status: &Status) -> bool {
+    status.code() == Code::Internal && status.message().contains(FLAKY_MESSAGE)
+}
+
+/// A step retried up to `times` after it failed for the flaky plugin.
+async fn retry_failures<T, F, Fut>(times: usize, step: F) -> Result<T, Status>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Status>>,
+{
+    let mut failures = 0;
+    loop {
+        match step().await {
+            Err(status) if failures < times && failed_step(&status) => {
+                failures += 1;
+                FAILED_STEPS.fetch_add(1, Ordering::SeqCst);
+            }
+            result => return result,
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The id of the object a create made whose answer was lost: found by the
 /// label every object of the run carries.
 async fn create_or_find(
     socket: &Path,
     name: &str,
+    failures_retried: bool,
     create: impl Fn(
         RuntimeServiceClient<tonic::transport::Channel>,
     ) -> std::pin::Pin<
@@ -138,13 +173,21 @@ async fn create_or_find(
                     return id;
                 }
             }
+            // A create that failed (the flaky plugin's ADD): kubelet tries
+            // again, with the same name, which the failed run released.
+            Err(status) if failures_retried && failed_step(&status) => {
+                FAILED_STEPS.fetch_add(1, Ordering::SeqCst);
+            }
             Err(status) => panic!("{name}: {status:?}"),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-/// One pod's whole life: run, create, start, stop, remove, stop, remove.
+/// One pod's whole life: run, create, start, stop and remove the
+/// container, stop and remove the pod. With a flaky network, a step that
+/// fails (a CNI ADD or DEL) is retried, as kubelet does, and every other
+/// pod skips StopPodSandbox, so that RemovePodSandbox meets the failing DEL.
 async fn lifecycle(
     socket: PathBuf,
     image: String,
@@ -152,6 +195,7 @@ async fn lifecycle(
     logs: PathBuf,
     name: String,
     tally: Arc<Tally>,
+    flaky: bool,
 ) {
     let mut config = pod_config(&name, &parent, &logs, NamespaceMode::Pod);
     config.labels = HashMap::from([("chaos".to_string(), name.clone())]);
@@ -161,6 +205,7 @@ async fn lifecycle(
         create_or_find(
             &socket,
             &format!("RunPodSandbox {name}"),
+            flaky,
             move |mut client| {
                 let config = config.clone();
                 Box::pin(async move {
@@ -237,7 +282,7 @@ async fn lifecycle(
         match tokio::spawn({
             let socket = socket.clone();
             let name = format!("CreateContainer {name}");
-            async move { create_or_find(&socket, &name, create, find).await }
+            async move { create_or_find(&socket, &name, false, create, find).await }
         })
         .await
         {
@@ -280,42 +325,53 @@ async fn lifecycle(
             Err(status) => lost(&status),
         }
     }
+    let skip_pod_stop = flaky && name.ends_with(['1', '3', '5', '7', '9']);
     for (what, step) in [
         ("StopContainer", 0),
         ("RemoveContainer", 1),
         ("StopPodSandbox", 2),
         ("RemovePodSandbox", 3),
     ] {
+        if step == 2 && skip_pod_stop {
+            continue;
+        }
         let (container_id, pod_id) = (container_id.clone(), pod_id.clone());
-        let result = retry(&socket, what, |mut client| {
-            let (container_id, pod_id) = (container_id.clone(), pod_id.clone());
-            async move {
-                match step {
-                    0 => client
-                        .stop_container(StopContainerRequest {
-                            container_id,
-                            timeout: 1,
-                        })
-                        .await
-                        .map(drop),
-                    1 => client
-                        .remove_container(RemoveContainerRequest { container_id })
-                        .await
-                        .map(drop),
-                    2 => client
-                        .stop_pod_sandbox(StopPodSandboxRequest {
-                            pod_sandbox_id: pod_id,
-                        })
-                        .await
-                        .map(drop),
-                    _ => client
-                        .remove_pod_sandbox(RemovePodSandboxRequest {
-                            pod_sandbox_id: pod_id,
-                        })
-                        .await
-                        .map(drop),
+        let retried = if flaky && step >= 2 {
+            FAILURE_RETRIES
+        } else {
+            0
+        };
+        let result = retry_failures(retried, || {
+            retry(&socket, what, |mut client| {
+                let (container_id, pod_id) = (container_id.clone(), pod_id.clone());
+                async move {
+                    match step {
+                        0 => client
+                            .stop_container(StopContainerRequest {
+                                container_id,
+                                timeout: 1,
+                            })
+                            .await
+                            .map(drop),
+                        1 => client
+                            .remove_container(RemoveContainerRequest { container_id })
+                            .await
+                            .map(drop),
+                        2 => client
+                            .stop_pod_sandbox(StopPodSandboxRequest {
+                                pod_sandbox_id: pod_id,
+                            })
+                            .await
+                            .map(drop),
+                        _ => client
+                            .remove_pod_sandbox(RemovePodSandboxRequest {
+                                pod_sandbox_id: pod_id,
+                            })
+                            .await
+                            .map(drop),
+                    }
                 }
-            }
+            })
         })
         .await;
         if let Err(status) = result {
@@ -380,6 +436,21 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
     for dir in &cgroup_dirs {
         eprintln!("chaos: cgroup left: {}", dir.display());
     }
+    // What berthd did with each leaked object (the log's tail rarely has it).
+    let log = harness.berthd.log_text();
+    let mut named: Vec<String> = cgroup_dirs
+        .iter()
+        .filter_map(|dir| dir.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.len() == 64)
+        .collect();
+    named.sort();
+    named.dedup();
+    for id in &named {
+        for line in log.lines().filter(|line| line.contains(id.as_str())) {
+            eprintln!("chaos: log of {}: {line}", &id[..12]);
+        }
+    }
     let cgroups = cgroup_dirs.len();
     let dirs: usize = [
         state.join("sandboxes"),
@@ -388,6 +459,7 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
         state.join("runtime"),
         ns.clone(),
         root.join("containers"),
+        root.join("pods"),
     ]
     .iter()
     .map(|d| {
@@ -419,10 +491,134 @@ fn leftovers(harness: &Harness) -> Vec<(&'static str, usize)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nothing_is_lost_or_leaked_when_berthd_is_killed_at_random() {
-    let lifecycles: usize = std::env::var("BERTH_CHAOS_LIFECYCLES")
+    let lifecycles = env_number("BERTH_CHAOS_LIFECYCLES", 160);
+    chaos(lifecycles as usize, None).await;
+}
+
+/// As above, with a CNI plugin that fails: every pod's first DELs
+/// ([`FLAKY_DELS`]), so that a run's undo, StopPodSandbox, RemovePodSandbox
+/// and start-up recovery meet them, and the first ADD of some pods after
+/// the bridge made their IP and veth, so that the run is undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_is_leaked_when_cni_del_fails_and_berthd_is_killed() {
+    let lifecycles = env_number("BERTH_CHAOS_FLAKY_LIFECYCLES", 40);
+    chaos(lifecycles as usize, Some(FLAKY_DELS)).await;
+}
+
+/// The two chaos runs take turns: they count this binary's processes.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
         .ok()
         .and_then(|text| text.parse().ok())
-        .unwrap_or(160);
+        .unwrap_or(default)
+}
+
+/// How many DELs of each pod the flaky plugin fails.
+const FLAKY_DELS: u32 = 2;
+
+/// What the flaky plugin's errors say, for the clients to tell them apart.
+const FLAKY_MESSAGE: &str = "chaos-flaky plugin";
+
+/// The flaky plugin: a wrapper of the bridge plugin (found in `CNI_PATH`
+/// after its own dir) that fails the first `@FAILS@` DELs of each sandbox
+/// (counted in a file named by the container id, so a berthd killed
+/// meanwhile does not reset it) and, once per pod, an ADD of a pod whose
+/// name ends in 1 or 6 after the bridge made it.
+const FLAKY_PLUGIN: &str = r#"#!/bin/bash
+set -euo pipefail
+state=@STATE@
+self=$(dirname "$(readlink -f "$0")")
+fail() {
+    cat >/dev/null
+    printf '{"cniVersion":"1.0.0","code":999,"msg":"@MESSAGE@: %s"}\n' "$1"
+    exit 1
+}
+# Counts a call: prints how many came before it.
+count() {
+    local file="$state/$1" n=0
+    if [ -f "$file" ]; then n=$(cat "$file"); fi
+    echo $((n + 1)) >"$file"
+    echo "$n"
+}
+bridge=
+IFS=: read -ra dirs <<<"${CNI_PATH:-}"
+for dir in "${dirs[@]}"; do
+    if [ "$(readlink -f "$dir")" != "$self" ] && [ -x "$dir/bridge" ]; then
+        bridge="$dir/bridge"
+        break
+    fi
+done
+[ -n "$bridge" ] || fail "no bridge plugin in CNI_PATH"
+case "${CNI_COMMAND:-}" in
+DEL)
+    if [ "$(count "del-$CNI_CONTAINERID")" -lt @FAILS@ ]; then
+        fail "DEL of $CNI_CONTAINERID"
+    fi
+    ;;
+ADD)
+    pod=$(sed -n 's/.*K8S_POD_NAME=\([^;]*\).*/\1/p' <<<"${CNI_ARGS:-}")
+    if [[ $pod == *[16] ]] && [ "$(count "add-$pod")" -eq 0 ]; then
+        "$bridge" >/dev/null
+        fail "ADD of $pod after the bridge made it"
+    fi
+    ;;
+esac
+exec "$bridge"
+"#;
+
+/// Puts the flaky plugin in place of the bridge: its dir goes first in
+/// berthd's plugin dirs (berthd restarted to read them), and the network's
+/// first plugin becomes it.
+fn install_flaky_plugin(harness: &mut Harness, fails: u32) {
+    let dir = harness.berthd.sandbox.dir.path().to_path_buf();
+    let (bin, state) = (dir.join("cni-bin"), dir.join("cni-flaky"));
+    std::fs::create_dir_all(&bin).expect("plugin dir");
+    std::fs::create_dir_all(&state).expect("plugin state dir");
+    let script = FLAKY_PLUGIN
+        .replace("@STATE@", &state.display().to_string())
+        .replace("@MESSAGE@", FLAKY_MESSAGE)
+        .replace("@FAILS@", &fails.to_string());
+    let plugin = bin.join("chaos-flaky");
+    std::fs::write(&plugin, script).expect("plugin");
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("plugin mode");
+    let config = harness.berthd.sandbox.config_path();
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replacen(
+        "[cni]\n",
+        &format!(
+            "[cni]\nbin_dirs = [\"{}\", \"/opt/cni/bin\", \"/usr/lib/cni\"]\n",
+            bin.display()
+        ),
+        1,
+    );
+    std::fs::write(&config, text).expect("config");
+    harness
+        .berthd
+        .restart_on_same_dirs(Signal::SIGTERM, Duration::ZERO);
+    let conflist = harness
+        .berthd
+        .sandbox
+        .cni_conf_dir()
+        .join("10-berth-it.conflist");
+    let mut network: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&conflist).expect("conflist")).expect("json");
+    network["plugins"][0]["type"] = "chaos-flaky".into();
+    let tmp = conflist.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&network).expect("json")).expect("conflist");
+    std::fs::rename(&tmp, &conflist).expect("conflist rename");
+}
+
+/// `lifecycles` pod lifecycles from [`CLIENTS`] clients while berthd is
+/// killed at random; with `flaky`, through the flaky plugin failing that
+/// many DELs of each pod.
+async fn chaos(lifecycles: usize, flaky: Option<u32>) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    KILLS.store(0, Ordering::SeqCst);
+    CUT_ANSWERS.store(0, Ordering::SeqCst);
+    FAILED_STEPS.store(0, Ordering::SeqCst);
     let seed: u64 = std::env::var("BERTH_CHAOS_SEED")
         .ok()
         .and_then(|text| text.parse().ok())
@@ -432,9 +628,14 @@ async fn nothing_is_lost_or_leaked_when_berthd_is_killed_at_random() {
                 .map(|d| d.as_nanos() as u64 | 1)
                 .unwrap_or(1)
         });
-    eprintln!("chaos: seed {seed}, {lifecycles} lifecycles from {CLIENTS} clients");
+    eprintln!(
+        "chaos: seed {seed}, {lifecycles} lifecycles from {CLIENTS} clients, flaky DELs: {flaky:?}"
+    );
     let mut rng = Rng(seed);
     let mut harness = Harness::start().await;
+    if let Some(fails) = flaky {
+        install_flaky_plugin(&mut harness, fails);
+    }
     let socket = harness.berthd.sandbox.socket();
     let tally = Arc::new(Tally::default());
     let mut clients = Vec::new();
@@ -456,6 +657,7 @@ async fn nothing_is_lost_or_leaked_when_berthd_is_killed_at_random() {
                     logs,
                     name,
                     tally.clone(),
+                    flaky.is_some(),
                 )
                 .await;
             }
@@ -504,15 +706,29 @@ async fn nothing_is_lost_or_leaked_when_berthd_is_killed_at_random() {
             .await
             .expect("remove");
     }
+    // Runs whose undo failed have no record to list or remove: any
+    // RemovePodSandbox finishes them (here of an id no pod has, which is
+    // success), as kubelet's next one for any pod does.
+    if let Some(fails) = flaky {
+        for _ in 0..=fails {
+            client
+                .remove_pod_sandbox(RemovePodSandboxRequest {
+                    pod_sandbox_id: "no-such-pod".to_string(),
+                })
+                .await
+                .expect("remove");
+        }
+    }
     // Trash is purged in the background; the rest must be gone at once.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let left = leftovers(&harness);
     let lost = tally.lost.load(Ordering::SeqCst);
     let kills = KILLS.load(Ordering::SeqCst);
     eprintln!(
-        "chaos: {} lifecycles, {kills} kills ({} answers cut mid-way), {} pods still listed at the end, {lost} lost",
+        "chaos: {} lifecycles, {kills} kills ({} answers cut mid-way), {} steps failed by the plugin, {} pods still listed at the end, {lost} lost",
         tally.lifecycles.load(Ordering::SeqCst),
         CUT_ANSWERS.load(Ordering::SeqCst),
+        FAILED_STEPS.load(Ordering::SeqCst),
         pods.len()
     );
     for (kind, count) in &left {

@@ -617,3 +617,58 @@ async fn the_status_names_the_image_the_pod_asked_for() {
     }
     harness.remove_pod(&pod).await;
 }
+
+/// ExecSync without a timeout runs until its command ends, past any bound
+/// of berthd's own (kubelet runs exec hooks so: a preStop hook may run for
+/// the whole grace period), and a client that gives up on the call kills
+/// the command, as containerd does.
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_sync_without_a_timeout_runs_until_done_or_abandoned() {
+    let harness = Harness::start().await;
+    let (pod, cfg) = harness.run_pod("execwait", NamespaceMode::Pod).await;
+    let id = harness
+        .run_container(
+            &pod,
+            &cfg,
+            container_config("app", &harness.image, &["sleep", "3600"]),
+        )
+        .await;
+
+    // Longer than the 30 s any other call to a shim may take.
+    let done = harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: id.clone(),
+            cmd: vec!["sh".into(), "-c".into(), "sleep 35; echo done".into()],
+            timeout: 0,
+        })
+        .await
+        .expect("ExecSync without a timeout")
+        .into_inner();
+    assert_eq!(done.exit_code, 0, "{done:?}");
+    assert_eq!(String::from_utf8_lossy(&done.stdout), "done\n");
+
+    // A client that stops waiting: its command goes.
+    let mut client = harness.client().await;
+    let container_id = id.clone();
+    let call = tokio::spawn(async move {
+        let mut request = tonic::Request::new(ExecSyncRequest {
+            container_id,
+            cmd: vec!["sleep".into(), "1001".into()],
+            timeout: 0,
+        });
+        request.set_timeout(Duration::from_secs(10));
+        client.exec_sync(request).await
+    });
+    let deadline = Instant::now() + SETTLE;
+    while processes_with(&["sleep 1001"]).is_empty() {
+        assert!(Instant::now() < deadline, "the exec never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answer = call.await.expect("the call's task");
+    assert!(answer.is_err(), "the client gave up: {answer:?}");
+    let left = gone("sleep 1001").await;
+    assert!(left.is_empty(), "the abandoned exec still runs: {left:?}");
+    harness.remove_pod(&pod).await;
+}

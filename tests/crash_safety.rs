@@ -165,8 +165,12 @@ async fn a_cancelled_run_or_create_leaves_nothing_and_frees_its_name() {
     assert!(cut_short > 0, "no deadline cut a call short");
     // Nothing of any abandoned attempt is left.
     let state = harness.berthd.sandbox.state();
-    for dir in ["sandboxes", "containers", "shims", "ns"] {
-        let left: Vec<_> = std::fs::read_dir(state.join(dir))
+    let dirs = ["sandboxes", "containers", "shims", "ns"]
+        .map(|dir| state.join(dir))
+        .into_iter()
+        .chain([harness.berthd.sandbox.root().join("pods")]);
+    for dir in dirs {
+        let left: Vec<_> = std::fs::read_dir(&dir)
             .map(|entries| {
                 entries
                     .flatten()
@@ -177,7 +181,8 @@ async fn a_cancelled_run_or_create_leaves_nothing_and_frees_its_name() {
             .unwrap_or_default();
         assert!(
             left.is_empty(),
-            "{dir}: {left:?}\n{}",
+            "{}: {left:?}\n{}",
+            dir.display(),
             log_tail(&harness.berthd)
         );
     }

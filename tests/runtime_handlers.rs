@@ -59,17 +59,17 @@ fn crun() -> Option<PathBuf> {
 }
 
 /// `<runtime> --root <root> <args>`, which must succeed; its stdout.
-fn runc_says(runc: &Path, root: &Path, args: &[&str]) -> String {
-    let output = Command::new(runc)
+fn runtime_says(runtime: &Path, root: &Path, args: &[&str]) -> String {
+    let output = Command::new(runtime)
         .arg("--root")
         .arg(root)
         .args(args)
         .output()
-        .expect("run runc");
+        .expect("run the runtime");
     assert!(
         output.status.success(),
         "{} {args:?}: {}",
-        runc.display(),
+        runtime.display(),
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -77,8 +77,8 @@ fn runc_says(runc: &Path, root: &Path, args: &[&str]) -> String {
 
 /// The containers the runtime's root holds, by id (runc and crun both
 /// list as JSON).
-fn runc_ids(runc: &Path, root: &Path) -> Vec<String> {
-    let list = runc_says(runc, root, &["list", "--format", "json"]);
+fn runtime_ids(runtime: &Path, root: &Path) -> Vec<String> {
+    let list = runtime_says(runtime, root, &["list", "--format", "json"]);
     let list: serde_json::Value = serde_json::from_str(list.trim()).unwrap_or_default();
     list.as_array()
         .map(|all| {
@@ -87,6 +87,44 @@ fn runc_ids(runc: &Path, root: &Path) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The runtime made container `id` (whose command is `sleep 3600`): its
+/// root holds it alone, running, and the pid it reports runs that command.
+fn assert_made_by(runtime: &Path, root: &Path, id: &str) {
+    assert_eq!(runtime_ids(runtime, root), [id]);
+    let state: serde_json::Value =
+        serde_json::from_str(&runtime_says(runtime, root, &["state", id])).expect("state");
+    assert_eq!(state["status"], "running", "{state}");
+    let pid = state["pid"].as_i64().expect("pid");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the init runs");
+    assert_eq!(
+        String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
+        "sleep 3600"
+    );
+}
+
+/// ExecSync in container `id` works, and its log (of pod `pod_name`,
+/// container `app`) has `line`.
+async fn assert_exec_and_log(harness: &Harness, id: &str, pod_name: &str, line: &str) {
+    let exec = harness
+        .client()
+        .await
+        .exec_sync(ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd: vec!["sh".into(), "-c".into(), "echo exec $$; exit 3".into()],
+            timeout: 20,
+        })
+        .await
+        .expect("ExecSync")
+        .into_inner();
+    assert_eq!(exec.exit_code, 3);
+    assert!(
+        String::from_utf8_lossy(&exec.stdout).starts_with("exec "),
+        "{exec:?}"
+    );
+    let log = std::fs::read_to_string(harness.log_dir(pod_name).join("app.log")).expect("log");
+    assert!(log.contains(&format!("stdout F {line}")), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -131,36 +169,8 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
         )
         .await;
 
-    // runc made it: its root has the container, running, and the pid it
-    // reports is the container's `sleep`.
-    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
-    let state: serde_json::Value =
-        serde_json::from_str(&runc_says(&runc, &root, &["state", &id])).expect("runc state");
-    assert_eq!(state["status"], "running", "{state}");
-    let pid = state["pid"].as_i64().expect("pid");
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the init runs");
-    assert_eq!(
-        String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
-        "sleep 3600"
-    );
-
-    // Exec and logs.
-    let exec = client
-        .exec_sync(ExecSyncRequest {
-            container_id: id.clone(),
-            cmd: vec!["sh".into(), "-c".into(), "echo exec $$; exit 3".into()],
-            timeout: 20,
-        })
-        .await
-        .expect("ExecSync")
-        .into_inner();
-    assert_eq!(exec.exit_code, 3);
-    assert!(
-        String::from_utf8_lossy(&exec.stdout).starts_with("exec "),
-        "{exec:?}"
-    );
-    let log = std::fs::read_to_string(harness.log_dir("fast").join("app.log")).expect("log");
-    assert!(log.contains("stdout F started under a handler"), "{log}");
+    assert_made_by(&runc, &root, &id);
+    assert_exec_and_log(&harness, &id, "fast", "started under a handler").await;
 
     // A pod of the default handler never reaches runc.
     let (plain, plain_config) = harness.run_pod("plain", NamespaceMode::Pod).await;
@@ -171,7 +181,7 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
             container_config("app", &harness.image, &["sleep", "3600"]),
         )
         .await;
-    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
+    assert_eq!(runtime_ids(&runc, &root), std::slice::from_ref(&id));
     assert!(harness
         .berthd
         .sandbox
@@ -186,7 +196,7 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
         .wait_state(&id, ContainerState::ContainerExited)
         .await;
     harness.remove_container(&id).await;
-    assert!(runc_ids(&runc, &root).is_empty());
+    assert!(runtime_ids(&runc, &root).is_empty());
     let left: Vec<_> = std::fs::read_dir(&root)
         .expect("runc root")
         .flatten()
@@ -202,10 +212,10 @@ async fn a_pod_with_handler_runc_runs_under_runc() {
             container_config("again", &harness.image, &["sleep", "3600"]),
         )
         .await;
-    assert_eq!(runc_ids(&runc, &root), [again]);
+    assert_eq!(runtime_ids(&runc, &root), [again]);
     harness.remove_pod(&pod).await;
     harness.remove_pod(&plain).await;
-    assert!(runc_ids(&runc, &root).is_empty());
+    assert!(runtime_ids(&runc, &root).is_empty());
     assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
 }
 
@@ -274,42 +284,15 @@ async fn a_pod_with_handler_crun_runs_under_crun() {
             .await
             .expect_err("crun refuses a hybrid cgroup host");
         assert!(err.message().contains("hybrid mode"), "{err:?}");
-        assert!(runc_ids(&crun, &root).is_empty());
+        assert!(runtime_ids(&crun, &root).is_empty());
         harness.remove_pod(&pod).await;
         eprintln!("crun refuses this host's cgroup layout (hybrid, controllers on cgroup2)");
         return;
     }
     let id = harness.run_container(&pod, &config, app).await;
 
-    // crun made it: its root has the container, running, and the pid it
-    // reports is the container's `sleep`.
-    assert_eq!(runc_ids(&crun, &root), std::slice::from_ref(&id));
-    let state: serde_json::Value =
-        serde_json::from_str(&runc_says(&crun, &root, &["state", &id])).expect("crun state");
-    assert_eq!(state["status"], "running", "{state}");
-    let pid = state["pid"].as_i64().expect("pid");
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the init runs");
-    assert_eq!(
-        String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
-        "sleep 3600"
-    );
-
-    let exec = client
-        .exec_sync(ExecSyncRequest {
-            container_id: id.clone(),
-            cmd: vec!["sh".into(), "-c".into(), "echo exec $$; exit 3".into()],
-            timeout: 20,
-        })
-        .await
-        .expect("ExecSync")
-        .into_inner();
-    assert_eq!(exec.exit_code, 3);
-    assert!(
-        String::from_utf8_lossy(&exec.stdout).starts_with("exec "),
-        "{exec:?}"
-    );
-    let log = std::fs::read_to_string(harness.log_dir("crun").join("app.log")).expect("log");
-    assert!(log.contains("stdout F started under crun"), "{log}");
+    assert_made_by(&crun, &root, &id);
+    assert_exec_and_log(&harness, &id, "crun", "started under crun").await;
 
     // Stop and remove: crun's root is left empty.
     harness.stop_container(&id, 10).await;
@@ -317,7 +300,7 @@ async fn a_pod_with_handler_crun_runs_under_crun() {
         .wait_state(&id, ContainerState::ContainerExited)
         .await;
     harness.remove_container(&id).await;
-    assert!(runc_ids(&crun, &root).is_empty());
+    assert!(runtime_ids(&crun, &root).is_empty());
     harness.remove_pod(&pod).await;
     assert_eq!(std::fs::read_dir(&root).expect("crun root").count(), 0);
 }
@@ -357,7 +340,7 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
     harness
         .wait_state(&id, ContainerState::ContainerRunning)
         .await;
-    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&id));
+    assert_eq!(runtime_ids(&runc, &root), std::slice::from_ref(&id));
 
     // Its shim killed: stopped through its cgroup, removed through runc.
     wait_for_process(&["sleep", &marker]).await;
@@ -365,7 +348,10 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
     harness.stop_container(&id, 10).await;
     assert!(processes_with(&["sleep", &marker]).is_empty());
     harness.remove_container(&id).await;
-    assert!(runc_ids(&runc, &root).is_empty(), "runc still knows {id}");
+    assert!(
+        runtime_ids(&runc, &root).is_empty(),
+        "runc still knows {id}"
+    );
     assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
 
     // A container, then a restart whose config lost the handler: the pod
@@ -415,7 +401,7 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
         .expect_err("a container under an unconfigured handler");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
     assert!(err.message().contains("\"runc\""), "{err:?}");
-    assert_eq!(runc_ids(&runc, &root), std::slice::from_ref(&second));
+    assert_eq!(runtime_ids(&runc, &root), std::slice::from_ref(&second));
 
     // Configured again: removed as any other, runc's root left empty.
     std::fs::write(&config_path, &full).expect("config");
@@ -423,7 +409,7 @@ async fn runc_containers_survive_restarts_and_a_dead_shim_and_an_unconfigured_ha
         .berthd
         .restart_on_same_dirs(nix::sys::signal::Signal::SIGTERM, Duration::ZERO);
     harness.remove_pod(&pod).await;
-    assert!(runc_ids(&runc, &root).is_empty());
+    assert!(runtime_ids(&runc, &root).is_empty());
     assert_eq!(std::fs::read_dir(&root).expect("runc root").count(), 0);
 }
 

@@ -376,6 +376,12 @@ impl Harness {
         self.state().join("sandboxes").join(id)
     }
 
+    /// Where the pod's hostname, hosts and resolv.conf are: on disk, under
+    /// the root dir.
+    fn files_dir(&self, id: &str) -> PathBuf {
+        self.berthd.sandbox.root().join("pods").join(id)
+    }
+
     /// Checks that no pod is left and nothing of one either: state files,
     /// pins, mounts, cgroups under the berth-created root, IPs, veths and
     /// portmap rules.
@@ -391,6 +397,9 @@ impl Harness {
         );
         let ns = dir_entries(&state.join("ns"));
         assert!(ns.is_empty(), "left under {}/ns: {ns:?}", state.display());
+        let pods = self.berthd.sandbox.root().join("pods");
+        let files = dir_entries(&pods);
+        assert!(files.is_empty(), "left under {}: {files:?}", pods.display());
         let mounts = mounts_under(self.berthd.sandbox.dir.path());
         assert!(mounts.is_empty(), "mounts left: {mounts:?}");
         let cgroups = cgroup_present_in(self.cgroup_root());
@@ -650,10 +659,10 @@ async fn run_builds_namespaces_infra_cgroup_network_and_dns() {
         "loopback is up: {pod_ifaddr}"
     );
 
-    let dir = harness.sandbox_dir(&id);
-    let hostname = std::fs::read_to_string(dir.join("hostname")).expect("hostname file");
+    let files = harness.files_dir(&id);
+    let hostname = std::fs::read_to_string(files.join("hostname")).expect("hostname file");
     assert_eq!(hostname.trim(), "web-host-1");
-    let hosts = std::fs::read_to_string(dir.join("hosts")).expect("hosts file");
+    let hosts = std::fs::read_to_string(files.join("hosts")).expect("hosts file");
     assert!(
         hosts.lines().any(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -662,7 +671,7 @@ async fn run_builds_namespaces_infra_cgroup_network_and_dns() {
         "hosts has no line for {ip} web-host-1:\n{hosts}"
     );
     assert!(hosts.contains("localhost"), "{hosts}");
-    let resolv = std::fs::read_to_string(dir.join("resolv.conf")).expect("resolv.conf");
+    let resolv = std::fs::read_to_string(files.join("resolv.conf")).expect("resolv.conf");
     let resolv_lines: Vec<&str> = resolv.lines().map(str::trim).collect();
     for expected in [
         "nameserver 10.96.0.10",
@@ -675,7 +684,7 @@ async fn run_builds_namespaces_infra_cgroup_network_and_dns() {
         );
     }
     assert!(
-        mount_points().contains(&dir.join("shm")),
+        mount_points().contains(&harness.sandbox_dir(&id).join("shm")),
         "the pod's /dev/shm is not mounted"
     );
 

@@ -13,7 +13,8 @@
 #
 # Configuration (config version 4; see /work/shared/BASELINE.md): sandbox
 # image registry.k8s.io/pause:3.9 (pinned, pulled through the mirror),
-# snapshotter overlayfs, runc (the pinned build) with SystemdCgroup = false,
+# snapshotter overlayfs, runc (the pinned build) with SystemdCgroup = false
+# (BERTH_CONTAINERD_SYSTEMD_CGROUP),
 # restrict_oom_score_adj = true (root here lacks CAP_SYS_RESOURCE), stream
 # server on 127.0.0.1, CNI plugins from /usr/lib/cni with a bridge + portmap
 # network of its own, and registry.k8s.io, k8s.gcr.io, gcr.io,
@@ -34,6 +35,9 @@
 #                                runtimes the same network config this way)
 #   BERTH_CONTAINERD_SANDBOX_IMAGE  the pinned sandbox image (default
 #                                registry.k8s.io/pause:3.9)
+#   BERTH_CONTAINERD_SYSTEMD_CGROUP  1: runc's cgroups through systemd
+#                                (SystemdCgroup = true), for a kubelet with the
+#                                systemd cgroup driver; default 0 (cgroupfs)
 #   BERTH_CONTAINERD_RUNTIME_HANDLERS  more runtime handlers, space-separated,
 #                                each the pinned runc as `runc` is (e.g.
 #                                test-handler, which Kubernetes' node e2e specs
@@ -55,6 +59,14 @@ BRIDGE="${BERTH_CONTAINERD_BRIDGE:-ctrd-cni0}"
 LOG_LEVEL="${BERTH_CONTAINERD_LOG_LEVEL:-info}"
 SANDBOX_IMAGE="${BERTH_CONTAINERD_SANDBOX_IMAGE:-registry.k8s.io/pause:3.9}"
 read -r -a EXTRA_HANDLERS <<<"${BERTH_CONTAINERD_RUNTIME_HANDLERS:-}"
+case "${BERTH_CONTAINERD_SYSTEMD_CGROUP:-0}" in
+  0) SYSTEMD_CGROUP=false ;;
+  1) SYSTEMD_CGROUP=true ;;
+  *)
+    echo "containerd-start: BERTH_CONTAINERD_SYSTEMD_CGROUP must be 0 or 1" >&2
+    exit 2
+    ;;
+esac
 MIRRORED_HOSTS=(registry.k8s.io k8s.gcr.io gcr.io public.ecr.aws docker.io)
 CNI_BIN_DIR=/usr/lib/cni
 
@@ -208,7 +220,7 @@ $(for handler in runc "${EXTRA_HANDLERS[@]}"; do
 
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.$handler.options]
           BinaryName = "$CONTAINERD_BIN/runc"
-          SystemdCgroup = false
+          SystemdCgroup = $SYSTEMD_CGROUP
           Root = "$DIR/runc"
 
 HANDLER

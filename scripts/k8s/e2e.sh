@@ -76,6 +76,8 @@ source "$K8S_LIB/host.sh"
 source "$K8S_LIB/cluster.sh"
 # shellcheck source=lib/scenario.sh
 source "$K8S_LIB/scenario.sh"
+# shellcheck source=lib/registry.sh
+source "$K8S_LIB/registry.sh"
 
 [[ -x "$BERTHD" ]] || { log "no berthd binary at $BERTHD"; exit 1; }
 [[ "$(id -u)" == 0 ]] || { log "must run as root"; exit 1; }
@@ -160,20 +162,8 @@ kubectl() { "${KUBECTL[@]}" "$@"; }
 
 start=$SECONDS
 log "work dir $WORK; binaries from $K8S_BIN"
-if [[ -n "${BERTH_K8S_REGISTRY:-}" ]]; then
-  log "test images from the registry on $REGISTRY"
-else
-  log "starting the local registry on $REGISTRY and pushing the stand-in images"
-  BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
-    bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
-    cat "$WORK/logs/registry-start.log" >&2
-    exit 1
-  }
-  bash "$repo/scripts/images/build.sh" "$REGISTRY" >"$WORK/logs/images.log" 2>&1 || {
-    tail -n 30 "$WORK/logs/images.log" >&2
-    exit 1
-  }
-fi
+use_registry "$WORK" "$REGISTRY" "${BERTH_K8S_REGISTRY:-}" "$REGISTRY_PORT" \
+  bash "$repo/scripts/images/build.sh" "$REGISTRY"
 make_credentials
 log "starting etcd, kube-apiserver, berthd and kubelet"
 start_etcd

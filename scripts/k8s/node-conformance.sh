@@ -123,6 +123,8 @@ source "$repo/scripts/lib/berthd-config.sh"
 source "$repo/scripts/lib/mounts.sh"
 # shellcheck source=lib/host.sh
 source "$K8S_LIB/host.sh"
+# shellcheck source=lib/registry.sh
+source "$K8S_LIB/registry.sh"
 
 log() { echo "node-conformance: $*" >&2; }
 
@@ -236,25 +238,9 @@ trap 'exit 130' INT TERM
 
 start=$SECONDS
 log "work dir $WORK; binaries from $K8S_BIN"
-if [[ -n "$PRELOADED_REGISTRY" ]]; then
-  curl -fsS -o /dev/null --max-time 5 "http://$REGISTRY/v2/" || {
-    log "no registry answers on http://$REGISTRY/v2/ (BERTH_NODE_CONFORMANCE_REGISTRY)"
-    exit 1
-  }
-  log "images from the registry at $REGISTRY"
-else
-  log "starting the local registry on $REGISTRY and pushing the stand-in images"
-  BERTH_REGISTRY_ADDR="127.0.0.1:$REGISTRY_PORT" \
-    bash "$repo/scripts/registry.sh" start "$WORK/registry" 2>"$WORK/logs/registry-start.log" || {
-    cat "$WORK/logs/registry-start.log" >&2
-    exit 1
-  }
-  bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN" >"$WORK/logs/images.log" 2>&1 || {
-    tail -n 30 "$WORK/logs/images.log" >&2
-    exit 1
-  }
-  log "images pushed in $((SECONDS - start)) s"
-fi
+use_registry "$WORK" "$REGISTRY" "$PRELOADED_REGISTRY" "$REGISTRY_PORT" \
+  bash "$repo/scripts/images/node-e2e.sh" "$REGISTRY" "$K8S_BIN"
+log "images ready in $((SECONDS - start)) s"
 
 # One CNI network for either runtime.
 mkdir -p "$WORK/net.d"
@@ -285,6 +271,8 @@ else
   export BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$WORK/net.d/10-berth-nc.conflist"
   export BERTH_CONTAINERD_SANDBOX_IMAGE=registry.k8s.io/pause:3.10.2
   export BERTH_CONTAINERD_RUNTIME_HANDLERS="$HANDLER"
+  # runc's cgroups through the driver kubelet uses, as berthd's are.
+  if [[ "$DRIVER" == systemd ]]; then export BERTH_CONTAINERD_SYSTEMD_CGROUP=1; fi
   SOCK="$WORK/containerd/containerd.sock"
   PROCESS=containerd
   PIDFILE="$WORK/containerd/containerd.pid"

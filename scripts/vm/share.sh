@@ -18,8 +18,12 @@
 #                        version stamp (the guest's install.sh finds them),
 #                        and e2e_node.test and ginkgo when
 #                        scripts/k8s/install-node-e2e.sh put them there too
+#   DIR/containerd/      with --containerd: containerd, ctr, its runc shim
+#                        and runc as scripts/containerd/install.sh installed
+#                        them, with its version stamp (the guest's install.sh
+#                        finds them through BERTH_CONTAINERD_BIN)
 #
-#   scripts/vm/share.sh DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN] [--node-e2e]
+#   scripts/vm/share.sh DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN] [--node-e2e] [--containerd]
 #
 # --node-e2e (with --k8s, whose directory scripts/k8s/install-node-e2e.sh
 # filled) adds the node e2e suite's stand-in images
@@ -46,7 +50,7 @@ die() {
   exit 1
 }
 usage() {
-  echo "usage: $0 DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN] [--node-e2e]" >&2
+  echo "usage: $0 DIR [--profile debug|release] [--no-images] [--k8s K8S_BIN] [--node-e2e] [--containerd]" >&2
   exit 2
 }
 
@@ -57,6 +61,7 @@ profile=release
 images=1
 k8s_bin=""
 node_e2e=0
+containerd=0
 while (($#)); do
   case "$1" in
   --profile)
@@ -75,6 +80,10 @@ while (($#)); do
     node_e2e=1
     shift
     ;;
+  --containerd)
+    containerd=1
+    shift
+    ;;
   *) usage ;;
   esac
 done
@@ -83,7 +92,7 @@ done
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 [[ "$dir/" != "$repo/"* ]] || die "DIR must be outside the repository ($repo)"
-rm -rf "$dir/bin" "$dir/images" "$dir/load-images.sh" "$dir/k8s"
+rm -rf "$dir/bin" "$dir/images" "$dir/load-images.sh" "$dir/k8s" "$dir/containerd"
 mkdir -p "$dir/bin"
 
 # ---------------------------------------------------------------- binaries
@@ -119,6 +128,15 @@ if [[ -n "$k8s_bin" ]]; then
     cp -l "$f" "$dir/k8s/" 2>/dev/null || cp "$f" "$dir/k8s/"
   done
   log "Kubernetes binaries: $(cat "$dir/k8s/.version")"
+fi
+
+if [[ "$containerd" == 1 ]]; then
+  ctrd_bin="$(bash "$repo/scripts/containerd/install.sh")"
+  mkdir -p "$dir/containerd"
+  for f in containerd ctr containerd-shim-runc-v2 runc .version; do
+    cp -l "$ctrd_bin/$f" "$dir/containerd/" 2>/dev/null || cp "$ctrd_bin/$f" "$dir/containerd/"
+  done
+  log "containerd: $(cat "$dir/containerd/.version")"
 fi
 
 install -m 0755 "$here/load-images.sh" "$dir/load-images.sh"

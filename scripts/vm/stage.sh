@@ -39,6 +39,8 @@
 #      scripts/k8s/node-conformance.sh), "all" (the whole focus, hours
 #      under emulation; also --full), "none", or a regexp of specs to run;
 #      BERTH_VM_NODE_CONFORMANCE_SKIP a regexp of specs to leave out;
+#      BERTH_VM_NODE_CONFORMANCE_RUNTIME=containerd runs them against
+#      containerd + runc (the pinned baseline) instead of berth;
 #
 #   6. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
 #      slowest part, see docs/testing.md "The kubeadm node"): a kubeadm node
@@ -71,15 +73,25 @@ default_focus='PodSandbox|Container runtime should support (basic operations|rem
 focus="${BERTH_VM_CRITEST_FOCUS:-$default_focus}"
 # The node, the static pod the real-node checks need, debug --target
 # (all of it: the fix it proves is in how containers join a namespace),
-# kubelet's checkpoint API, which reaches CRIU only here, and volume mount
-# options (a noexec bind under systemd + cgroup v2 and the guest's kernel).
-k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options)}"
+# kubelet's checkpoint API, which reaches CRIU only here, volume mount
+# options (a noexec bind under systemd + cgroup v2 and the guest's kernel),
+# and hostUsers: false pods (host-users, host-users-host-network) on the
+# guest's 6.1, which cannot idmap tmpfs.
+k8s_focus="${BERTH_VM_K8S_FOCUS:-^(node-ready|static-pod|debug-target|checkpoint|mount-options|host-users)}"
 # The guest's subset of node conformance: what goes through the systemd
 # driver and cgroup v2 (limits seen from inside, probes, hooks, volumes,
 # security contexts, logs), without the specs that give a step a 20 s
 # budget (image updates), which emulation cannot keep.
 guest_nc_focus='(Container Runtime blackbox test on terminated container should report termination message from log output if TerminationMessagePolicy FallbackToLogsOnError is set|Downward API volume should provide container.s (cpu|memory) limit|Security Context When creating a (container with runAsUser should run the container with uid 65534|pod with readOnlyRootFilesystem should run the container with readonly rootfs)|Probing container should be restarted with a exec "cat /tmp/health" liveness probe|Pods should get a host IP|Secrets should be consumable via the environment|EmptyDir volumes should support \(root,0666,tmpfs\)|sig-node\] Container Lifecycle Hook .* should execute poststart http hook properly|Kubelet when scheduling a busybox command in a pod should print the output to logs).*\[NodeConformance\]'
 node_conformance="${BERTH_VM_NODE_CONFORMANCE:-subset}"
+nc_runtime="${BERTH_VM_NODE_CONFORMANCE_RUNTIME:-berth}"
+case "$nc_runtime" in
+  berth | containerd) ;;
+  *)
+    echo "vm-stage: BERTH_VM_NODE_CONFORMANCE_RUNTIME must be berth or containerd" >&2
+    exit 2
+    ;;
+esac
 if [[ "${1:-}" == --full ]]; then
   focus=all
   k8s_focus=all
@@ -105,6 +117,7 @@ if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ||
     [[ "$(nice -n 10 bash scripts/k8s/install-node-e2e.sh)" == "$k8s_bin" ]] ||
       { log "install-node-e2e.sh installs elsewhere than install.sh"; exit 1; }
     k8s_args+=(--node-e2e)
+    if [[ "$nc_runtime" == containerd ]]; then k8s_args+=(--containerd); fi
   fi
   if [[ "$kubeadm" != 0 ]]; then
     log "kubeadm, kube-controller-manager and kube-scheduler (built when missing)"
@@ -218,7 +231,7 @@ if [[ "$k8s_focus" != none ]]; then
     status=1
 fi
 if [[ "$node_conformance" != none ]]; then
-  log "node conformance in the guest ($node_conformance)"
+  log "node conformance in the guest ($node_conformance, against $nc_runtime)"
   nc_env=""
   case "$node_conformance" in
     subset) nc_env="BERTH_NODE_CONFORMANCE_FOCUS='$guest_nc_focus'" ;;
@@ -235,6 +248,9 @@ if [[ "$node_conformance" != none ]]; then
     all) nc_timeout=21600 BERTH_NODE_CONFORMANCE_TIMEOUT="${BERTH_NODE_CONFORMANCE_TIMEOUT:-5h}" ;;
     *) nc_timeout=21600 ;;
   esac
+  if [[ "$nc_runtime" == containerd ]]; then
+    nc_env+=" BERTH_NODE_CONFORMANCE_RUNTIME=containerd BERTH_CONTAINERD_BIN=/mnt/share/containerd"
+  fi
   if [[ -n "${BERTH_VM_NODE_CONFORMANCE_SKIP:-}" ]]; then
     nc_env+=" BERTH_NODE_CONFORMANCE_SKIP='$BERTH_VM_NODE_CONFORMANCE_SKIP'"
   fi

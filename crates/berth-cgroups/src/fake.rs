@@ -41,6 +41,11 @@ impl FakeManager {
         self.lock().failing.insert(op);
     }
 
+    /// Makes every operation pass again.
+    pub fn heal(&self) {
+        self.lock().failing.clear();
+    }
+
     fn injected(&self, op: &'static str, path: &str) -> Result<(), CgroupError> {
         if self.lock().failing.contains(op) {
             return Err(CgroupError::Io {

@@ -30,6 +30,10 @@ pub struct Args {
     /// The shim's own directory: pid, shim.pid, exit, shim.sock, shim.log.
     #[arg(long)]
     pub dir: PathBuf,
+    /// berthd's pid: until the container is created the shim dies with
+    /// it, so that a create whose berthd died stops where it is.
+    #[arg(long, value_name = "PID")]
+    pub parent_pid: Option<i32>,
     /// The container's CRI log file. Without it output is drained and dropped.
     #[arg(long)]
     pub log: Option<PathBuf>,

@@ -76,6 +76,17 @@ pub fn fork_daemon() -> Result<ReadyPipe, i32> {
     }
 }
 
+/// Makes the launcher die with berthd (`parent`), and through it the
+/// daemon until it reports: berthd's next start undoes a create it never
+/// recorded, and a shim still creating then would make again what that
+/// undo removed (the container's cgroup). Fails if berthd is gone already.
+pub fn die_with(parent: i32) -> Result<(), i32> {
+    if nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).is_err() || getppid().as_raw() != parent {
+        return Err(report(&failure(format!("berthd (pid {parent}) is gone"))));
+    }
+    Ok(())
+}
+
 /// Reports a failure that happened before the fork; the launcher's exit code.
 pub fn report_failure(error: String) -> i32 {
     report(&failure(error))

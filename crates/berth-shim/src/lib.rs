@@ -51,6 +51,11 @@ use berth_shim_api::protocol::Ready;
 /// process berthd started) it returns once the container is created or
 /// creating it failed; in the daemon, after `shutdown`.
 pub fn run(args: &Args) -> i32 {
+    if let Some(parent) = args.parent_pid {
+        if let Err(launcher_exit) = daemon::die_with(parent) {
+            return launcher_exit;
+        }
+    }
     let cfg = match ShimConfig::from_args(args) {
         Ok(c) => c,
         Err(e) => return daemon::report_failure(e.to_string()),

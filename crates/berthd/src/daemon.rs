@@ -257,11 +257,13 @@ fn open_sandboxes(
             binary: helper_binary(&config.helper_dir(), "berth-pinns")?,
         }),
         ns_dir: StateLayout::new(&config.state_dir).namespaces(),
+        pods_dir: RootLayout::new(&config.root_dir).pods(),
         runtime_handlers,
         cgroup_lock: std::sync::Mutex::new(()),
         user_namespaces: kernel.user_namespaces,
         lsm,
         pod_cidr: RwLock::new(None),
+        unfinished: Default::default(),
     })
 }
 

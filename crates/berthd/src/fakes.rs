@@ -32,6 +32,9 @@ pub struct Journal {
     failing: Mutex<BTreeSet<&'static str>>,
     /// Steps that pass this many more times, then fail.
     failing_after: Mutex<HashMap<&'static str, usize>>,
+    /// Steps that do their work and then never answer: berthd killed
+    /// while they ran, once the test drops the call.
+    hanging: Mutex<BTreeSet<&'static str>>,
     /// CNI DEL waits here while a test holds it for writing: a pod stop
     /// held in the middle.
     pub del_gate: tokio::sync::RwLock<()>,
@@ -61,9 +64,22 @@ impl Journal {
         lock(&self.failing_after).insert(step, passes);
     }
 
+    /// Makes step `step` (pin, cni add) do its work and never answer.
+    pub fn hang(&self, step: &'static str) {
+        lock(&self.hanging).insert(step);
+    }
+
+    /// Waits for ever if step `step` hangs.
+    async fn maybe_hang(&self, step: &'static str) {
+        if lock(&self.hanging).contains(step) {
+            std::future::pending::<()>().await;
+        }
+    }
+
     pub fn heal(&self) {
         lock(&self.failing).clear();
         lock(&self.failing_after).clear();
+        lock(&self.hanging).clear();
     }
 
     fn fails(&self, step: &'static str) -> bool {
@@ -115,6 +131,32 @@ pub struct FakeNamespaces {
     pub journal: Arc<Journal>,
     /// Where the killed infra process leaves, as a real one would.
     pub cgroups: Arc<berth_cgroups::fake::FakeManager>,
+    /// What is live now: infra processes and /dev/shm mounts.
+    pub live: FakeLive,
+}
+
+/// Processes and mounts the fake namespaces made and nothing undid yet.
+#[derive(Debug, Default)]
+pub struct FakeLive {
+    /// Infra processes by pid, with the pin dir of the berth-pinns that
+    /// forked them.
+    infra: Mutex<HashMap<i32, PathBuf>>,
+    mounts: Mutex<BTreeSet<PathBuf>>,
+    next_pid: AtomicI32,
+}
+
+impl FakeLive {
+    /// Pids of infra processes still running, sorted.
+    pub fn processes(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = lock(&self.infra).keys().copied().collect();
+        pids.sort();
+        pids
+    }
+
+    /// /dev/shm mounts still mounted.
+    pub fn mounts(&self) -> Vec<PathBuf> {
+        lock(&self.mounts).iter().cloned().collect()
+    }
 }
 
 #[async_trait]
@@ -139,12 +181,22 @@ impl PodNamespaces for FakeNamespaces {
                 pinned.namespaces.insert(kind.to_string(), path);
             }
         }
-        pinned.infra_pid = request.pid.then_some(4242);
+        if request.pid {
+            let pid = 4242 + self.live.next_pid.fetch_add(1, Ordering::SeqCst);
+            lock(&self.live.infra).insert(pid, request.dir.clone());
+            pinned.infra_pid = Some(pid);
+        }
+        self.journal.maybe_hang("pin").await;
         Ok(pinned)
     }
 
     fn identify(&self, pid: i32) -> Option<InfraProcess> {
-        (!self.journal.step("identify")).then_some(InfraProcess { pid, start_time: 1 })
+        if self.journal.step("identify") {
+            // It vanished, as the real one does when identify fails.
+            lock(&self.live.infra).remove(&pid);
+            return None;
+        }
+        Some(InfraProcess { pid, start_time: 1 })
     }
 
     fn clamp_oom_score_adj(&self, _pid: i32, _wanted: i32) {
@@ -153,6 +205,7 @@ impl PodNamespaces for FakeNamespaces {
 
     async fn kill_and_wait(&self, infra: &InfraProcess) {
         self.journal.write("kill infra");
+        lock(&self.live.infra).remove(&infra.pid);
         self.cgroups.exit_process(infra.pid);
     }
 
@@ -161,6 +214,13 @@ impl PodNamespaces for FakeNamespaces {
             "kill unrecorded pinns and infra of {}",
             name_of(ns_dir)
         ));
+        lock(&self.live.infra).retain(|pid, dir| {
+            let found = dir == ns_dir;
+            if found {
+                self.cgroups.exit_process(*pid);
+            }
+            !found
+        });
     }
 
     fn mount_shm(&self, path: &Path, _size: &str) -> Result<(), SandboxError> {
@@ -170,12 +230,21 @@ impl PodNamespaces for FakeNamespaces {
                 source: nix::Error::EPERM,
             });
         }
-        std::fs::create_dir_all(path).map_err(|err| SandboxError::io("fake shm", err))
+        std::fs::create_dir_all(path).map_err(|err| SandboxError::io("fake shm", err))?;
+        lock(&self.live.mounts).insert(path.to_path_buf());
+        Ok(())
     }
 
-    fn unmount(&self, path: &Path) {
-        self.journal.write(format!("unmount {}", name_of(path)));
+    fn unmount(&self, path: &Path) -> Result<(), SandboxError> {
+        if self.journal.step_on("unmount", &name_of(path)) {
+            return Err(SandboxError::Unmount {
+                path: path.to_path_buf(),
+                source: io::Error::from_raw_os_error(nix::libc::EBUSY),
+            });
+        }
+        lock(&self.live.mounts).remove(path);
         let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
+        Ok(())
     }
 }
 
@@ -183,6 +252,9 @@ impl PodNamespaces for FakeNamespaces {
 pub struct FakeNetwork {
     pub journal: Arc<Journal>,
     pub conf_dir: PathBuf,
+    /// The sandboxes holding an IP lease (and a veth): ADD made, no DEL
+    /// succeeded since.
+    leases: Mutex<BTreeSet<String>>,
 }
 
 impl FakeNetwork {
@@ -193,7 +265,16 @@ impl FakeNetwork {
             r#"{"cniVersion":"1.0.0","name":"fake","plugins":[{"type":"bridge"}]}"#,
         )
         .expect("conflist");
-        Self { journal, conf_dir }
+        Self {
+            journal,
+            conf_dir,
+            leases: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The sandboxes holding a lease, sorted.
+    pub fn leases(&self) -> Vec<String> {
+        lock(&self.leases).iter().cloned().collect()
     }
 
     fn failure(&self, what: &str) -> CniError {
@@ -213,11 +294,14 @@ impl PodNetworks for FakeNetwork {
     async fn add(
         &self,
         _network: &NetworkConfigList,
-        _pod: &PodNetwork,
+        pod: &PodNetwork,
     ) -> Result<AddResult, CniError> {
+        // A failing ADD may have allocated its IP already: only DEL frees it.
+        lock(&self.leases).insert(pod.sandbox_id.clone());
         if self.journal.step("cni add") {
             return Err(self.failure("ADD"));
         }
+        self.journal.maybe_hang("cni add").await;
         Ok(AddResult {
             raw: serde_json::json!({"ips": [{"address": "10.88.0.2/16"}]}),
             ips: vec!["10.88.0.2".parse().expect("ip")],
@@ -227,13 +311,14 @@ impl PodNetworks for FakeNetwork {
     async fn del(
         &self,
         _network: &NetworkConfigList,
-        _pod: &PodNetwork,
+        pod: &PodNetwork,
         _prev_result: Option<&serde_json::Value>,
     ) -> Result<(), CniError> {
         if self.journal.step("cni del") {
             return Err(self.failure("DEL"));
         }
         let _open = self.journal.del_gate.read().await;
+        lock(&self.leases).remove(&pod.sandbox_id);
         Ok(())
     }
 }
@@ -273,8 +358,13 @@ impl RootfsMounts for FakeMounts {
         Ok(target)
     }
 
-    fn unmount(&self, _paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError> {
-        self.journal.write("unmount rootfs");
+    fn unmount(&self, paths: &RootfsPaths) -> Result<DetachedRootfs, RootfsError> {
+        if self.journal.step("unmount rootfs") {
+            return Err(RootfsError::Mount {
+                path: paths.merged.clone(),
+                source: nix::Error::EBUSY,
+            });
+        }
         Ok(DetachedRootfs::default())
     }
 
@@ -417,6 +507,16 @@ impl Shims for FakeShims {
                 killed.then_some(Response::Ok)
             }
             Request::Shutdown => {
+                // A shim that never answers: it lives on, its container too.
+                // Noted only when it hangs: a shutdown that answers is
+                // "shutdown shim" alone.
+                if self.journal.fails("shim hangs at shutdown") {
+                    self.journal.write("shim hangs at shutdown");
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "injected: no answer",
+                    ));
+                }
                 self.journal.write("shutdown shim");
                 self.sign(dir);
                 lock(&self.states).remove(dir).map(|_| Response::Ok)
@@ -473,6 +573,10 @@ impl Shims for FakeShims {
     }
 
     fn record_unknown_exit(&self, dir: &Path) -> io::Result<()> {
+        // As the real one, which writes the exit file into the dir.
+        if !dir.is_dir() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no shim dir"));
+        }
         self.journal.write("record unknown exit");
         let state = StateInfo {
             id: String::new(),

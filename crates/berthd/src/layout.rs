@@ -26,9 +26,21 @@ impl RootLayout {
         self.root.join("containers")
     }
 
+    /// One directory per pod: its hostname, hosts and resolv.conf. On
+    /// disk, not in the state dir's tmpfs: containers in a user namespace
+    /// bind them idmapped, and kernels before 6.3 cannot idmap tmpfs.
+    pub fn pods(&self) -> PathBuf {
+        self.root.join("pods")
+    }
+
     /// Every directory the daemon creates at start-up.
-    pub fn all(&self) -> [PathBuf; 3] {
-        [self.root.clone(), self.images(), self.containers()]
+    pub fn all(&self) -> [PathBuf; 4] {
+        [
+            self.root.clone(),
+            self.images(),
+            self.containers(),
+            self.pods(),
+        ]
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod block_devices;
 pub mod cgroup_driver;
+pub mod cgroup_reading;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -27,6 +28,7 @@ pub mod lsm;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;
+pub mod pod;
 pub mod pod_checkpoint;
 pub mod proc_counts;
 pub mod process_metrics;

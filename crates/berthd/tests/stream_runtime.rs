@@ -132,6 +132,7 @@ impl Runtime {
                 binary: berthd::helper_binary::HelperBinary::unprotected("/nonexistent"),
             }),
             ns_dir: tmp.path().join("ns"),
+            pods_dir: tmp.path().join("pods"),
             cgroup_lock: std::sync::Mutex::new(()),
             runtime_handlers: Arc::new(berthd::runtime_handlers::RuntimeHandlers::default_only(
                 tmp.path().join("runtime"),
@@ -143,6 +144,7 @@ impl Runtime {
             user_namespaces: false,
             lsm: berth_spec::LsmHost::default(),
             pod_cidr: std::sync::RwLock::new(None),
+            unfinished: Default::default(),
         });
         let containers = Arc::new(ContainerManager {
             store: ContainerStore::open(&tmp.path().join("containers")).expect("store"),
@@ -713,6 +715,7 @@ async fn port_forward_dials_inside_the_pods_netns() {
             ..Default::default()
         },
         dir: PathBuf::new(),
+        files_dir: None,
         namespaces,
         infra: None,
         cgroup_parent: String::new(),

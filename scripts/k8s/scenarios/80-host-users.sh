@@ -6,11 +6,20 @@
 # inside and is writable, and what root writes there belongs to host root.
 # Sourced by scripts/k8s/e2e.sh.
 
-# Idmapped tmpfs, which every token and Secret volume is on, came in 6.3.
-if printf '%s\n' 6.3 "$(uname -r)" | sort -V -C; then
-  SCENARIOS+=("host-users scn_host_users")
+# User namespaces need idmapped overlayfs (5.19); idmapped tmpfs, which
+# every token and Secret volume is on, came in 6.3: before it the pod has
+# no token (automountServiceAccountToken: false), its emptyDir and berth's
+# /etc files being on disk.
+HOST_USERS_TOKEN=0
+if ! printf '%s\n' 5.19 "$(uname -r)" | sort -V -C; then
+  log "host-users left out: kernel $(uname -r) has no idmapped overlayfs (5.19 or later needed)"
 else
-  log "host-users left out: kernel $(uname -r) cannot idmap tmpfs (6.3 or later needed)"
+  SCENARIOS+=("host-users scn_host_users")
+  if printf '%s\n' 6.3 "$(uname -r)" | sort -V -C; then
+    HOST_USERS_TOKEN=1
+  else
+    log "host-users runs without its token volume: kernel $(uname -r) cannot idmap tmpfs (6.3 or later needed)"
+  fi
 fi
 
 SA_DIR=/var/run/secrets/kubernetes.io/serviceaccount
@@ -19,23 +28,32 @@ host_users_pod() {
   pod_header hostusers
   cat <<EOF
   hostUsers: false
+  automountServiceAccountToken: false
   containers:
   - name: app
     image: $BUSYBOX
     command: [sleep, "36000"]
     volumeMounts:
     - {name: scratch, mountPath: /scratch}
-    - {name: token, mountPath: $SA_DIR, readOnly: true}
+EOF
+  if ((HOST_USERS_TOKEN)); then
+    echo "    - {name: token, mountPath: $SA_DIR, readOnly: true}"
+  fi
+  cat <<EOF
   volumes:
   - name: scratch
     emptyDir: {}
+EOF
   # The namespace's service account mounts no token on its own (no
   # controller-manager makes kube-root-ca.crt): the pod asks for one.
+  if ((HOST_USERS_TOKEN)); then
+    cat <<EOF
   - name: token
     projected:
       sources:
       - serviceAccountToken: {path: token, expirationSeconds: 3600}
 EOF
+  fi
 }
 
 # idmapped_views: berthd's idmapped bind views still mounted.
@@ -67,11 +85,17 @@ scn_host_users() {
     fail "a tty exec is not in the pod's user namespace: $(tail -c 300 <<<"$out" | tr '\n' '|')"
   grep -q '^pty-0' <<<"$out" || fail "the tty exec's terminal is not root's: $(tail -c 300 <<<"$out" | tr '\n' '|')"
 
-  token="$(kubectl exec hostusers -c app -- cat "$SA_DIR/token" 2>&1)" ||
-    fail "the service-account token is not readable: $token"
-  [[ "$token" == *.*.* ]] || fail "the token is not a JWT: ${token:0:80}"
-  owner="$(kubectl exec hostusers -c app -- stat -c %u:%g "$SA_DIR/token")"
-  [[ "$owner" == 0:0 ]] || fail "the token belongs to $owner inside, not to root (not idmapped?)"
+  if ((HOST_USERS_TOKEN)); then
+    token="$(kubectl exec hostusers -c app -- cat "$SA_DIR/token" 2>&1)" ||
+      fail "the service-account token is not readable: $token"
+    [[ "$token" == *.*.* ]] || fail "the token is not a JWT: ${token:0:80}"
+    owner="$(kubectl exec hostusers -c app -- stat -c %u:%g "$SA_DIR/token")"
+    [[ "$owner" == 0:0 ]] || fail "the token belongs to $owner inside, not to root (not idmapped?)"
+  fi
+  # berth's files for the pod (kubelet mounts /etc/hosts itself), idmapped:
+  # root's inside.
+  owner="$(kubectl exec hostusers -c app -- stat -c %u:%g /etc/hostname /etc/resolv.conf | sort -u)"
+  [[ "$owner" == 0:0 ]] || fail "/etc/hostname, resolv.conf belong to $owner inside, not to root (not idmapped?)"
 
   owner="$(kubectl exec hostusers -c app -- stat -c %u:%g /scratch)"
   [[ "$owner" == 0:0 ]] || fail "the emptyDir belongs to $owner inside, not to root (not idmapped?)"

@@ -14,7 +14,8 @@
 #
 # The run's logs and JUnit report end up in $BERTH_VM_OUT/node-conformance
 # (the host's vm_out_dir). Environment: passed on to scripts/k8s/node-conformance.sh
-# (BERTH_NODE_CONFORMANCE_SUBSET, _FOCUS, _NODES, _TIMEOUT, _KEEP).
+# (BERTH_NODE_CONFORMANCE_SUBSET, _FOCUS, _SKIP, _NODES, _TIMEOUT, _KEEP,
+# _RUNTIME; with containerd, BERTH_CONTAINERD_BIN names the share's copy).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"

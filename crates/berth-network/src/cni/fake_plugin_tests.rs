@@ -284,6 +284,35 @@ async fn missing_plugin_is_named() {
 }
 
 #[tokio::test]
+async fn del_without_add_result_skips_a_plugin_that_is_not_installed() {
+    let f = Fakes::new();
+    f.plugin("present");
+    let net = list(
+        r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"present"},{"type":"absent"}]}"#,
+    );
+    // ADD never answered (it failed at `absent`): DEL completes.
+    f.cni().del(&net, &f.pod(), None).await.unwrap();
+    assert_eq!(f.calls(), ["DEL present"]);
+}
+
+#[tokio::test]
+async fn del_after_a_complete_add_fails_on_a_plugin_removed_since() {
+    let f = Fakes::new();
+    f.plugin("present");
+    let net = list(
+        r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"present"},{"type":"absent"}]}"#,
+    );
+    let prev: Value = serde_json::from_str(RESULT_A).unwrap();
+    let err = f.cni().del(&net, &f.pod(), Some(&prev)).await.unwrap_err();
+    assert!(
+        matches!(&err, CniError::PluginNotFound { plugin, .. } if plugin == "absent"),
+        "{err:?}"
+    );
+    // The plugins that exist are still released.
+    assert_eq!(f.calls(), ["DEL present"]);
+}
+
+#[tokio::test]
 async fn del_runs_in_reverse_with_prev_result() {
     let f = Fakes::new();
     f.plugin("a");

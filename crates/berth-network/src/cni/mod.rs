@@ -125,7 +125,8 @@ impl CniConfig {
     /// mount, see [`netns_env`]) `CNI_NETNS` is empty, and plugins
     /// release what lives outside it (IP allocations, iptables rules). DEL is
     /// idempotent. Every plugin runs even if an earlier one fails; the first
-    /// error is returned.
+    /// error is returned. Without `prev_result` (ADD never answered) a
+    /// plugin whose binary is missing is skipped: ADD cannot have run it.
     ///
     /// Pass the pod's port mappings again (keep them with the sandbox):
     /// `portmap` DEL does nothing when `runtimeConfig.portMappings` is empty,
@@ -277,6 +278,21 @@ pub(crate) async fn del_network(
             stdin: stdin_bytes(net, &stdin)?,
         };
         if let Err(err) = run_plugin(bin_dirs, &invocation, timeout).await {
+            // Without ADD's result the ADD may have stopped at this very
+            // plugin because its binary is missing: then it never ran and
+            // made nothing, and failing its DEL forever would keep the pod
+            // (and everything else it holds) from ever being removed. A
+            // plugin missing after a complete ADD was removed since: that
+            // stays an error, as its state may still be there.
+            if prev_result.is_none() && matches!(err, CniError::PluginNotFound { .. }) {
+                tracing::warn!(
+                    network = %net.name,
+                    sandbox_id = %pod.sandbox_id,
+                    error = %err,
+                    "CNI DEL skips a plugin that is not installed: ADD never answered, so it never ran"
+                );
+                continue;
+            }
             if first_error.is_some() {
                 tracing::warn!(
                     network = %net.name,

@@ -1,5 +1,6 @@
 //! CreateContainer: the bundle (overlay rootfs and OCI spec), then the
-//! shim; every step is undone, in reverse, when a later one fails.
+//! shim; each step is journaled (`journal.rs`) before it runs, and a
+//! failure tears the journal down in reverse (`teardown.rs`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,13 +15,13 @@ use nix::sys::signal::Signal;
 use super::idmapped_binds;
 use super::image_files::{self, ImageUserFiles};
 use super::image_volumes::{self, ImageVolume};
+use super::journal::{ContainerJournal, ContainerResource};
 use super::rootfs::RootfsPaths;
 use super::shim::ShimLaunch;
 use super::store::ContainerRecord;
 use super::{cgroup_view, shim_log, ContainerError, ContainerManager};
 use crate::clock::now_nanos;
 use crate::ids::new_id;
-use crate::recovery::intent::{self, ContainerIntent};
 use crate::runtime_handlers::RuntimeHandler;
 use crate::sandbox::store::SandboxRecord;
 use crate::sandbox::SandboxError;
@@ -65,15 +66,27 @@ struct SpecOutcome {
     device_policy: berth_cgroups::DevicePolicy,
 }
 
-/// What a failed create has to undo.
+/// What a failed create has to undo: its journal, once written, and the
+/// shim's dir once one may run (its container is stopped before the
+/// teardown, as RemoveContainer stops it before its own).
 #[derive(Default)]
 struct Undo {
-    name: Option<(String, String)>,
-    rootfs: Option<RootfsPaths>,
-    dirs: Vec<PathBuf>,
+    journal: Option<ContainerJournal>,
     shim_dir: Option<PathBuf>,
-    /// The container's hold on its image's layers was taken.
-    layers_held: bool,
+}
+
+impl Undo {
+    /// Journals `entry`, durably, before the step that makes it.
+    fn append(&mut self, entry: ContainerResource) -> Result<(), ContainerError> {
+        match &mut self.journal {
+            Some(journal) => Ok(journal.append(entry)?),
+            // make_dirs writes the journal before any other step runs.
+            None => Err(ContainerError::io(
+                "container journal",
+                std::io::Error::other("not written before a step"),
+            )),
+        }
+    }
 }
 
 impl ContainerManager {
@@ -176,10 +189,7 @@ impl ContainerManager {
             });
         }
         self.prime_cgroup_move();
-        let mut undo = Undo {
-            name: Some((name_key.clone(), id.clone())),
-            ..Default::default()
-        };
+        let mut undo = Undo::default();
         let creation = Creation {
             id: &id,
             name_key: &name_key,
@@ -199,12 +209,15 @@ impl ContainerManager {
             }
             Err(err) => {
                 self.undo(undo).await;
+                // Kubelet retries with a new id: the name is free even
+                // when the teardown is left for recovery.
+                self.store.release_name(&name_key, &id);
                 Err(err)
             }
         }
     }
 
-    /// Each step records in `undo` what it made, before the next begins.
+    /// Each step journals in `undo` what it makes, before it makes it.
     async fn set_up(
         &self,
         c: &Creation<'_>,
@@ -213,7 +226,7 @@ impl ContainerManager {
         let location =
             berth_cgroups::container_cgroup(self.sandboxes.driver, &c.sandbox.cgroup_parent, c.id)
                 .map_err(|err| ContainerError::CgroupName(Box::new(err)))?;
-        let dirs = self.make_dirs(c.id, &location.path, &c.handler.name, undo)?;
+        let dirs = self.make_dirs(c.id, undo)?;
         // The mappings of the user namespace the pod pinned: its stored config.
         let userns = pod_userns(&c.sandbox.config)?;
         if let Some(userns) = &userns {
@@ -226,8 +239,8 @@ impl ContainerManager {
         let layers = held_layers(c);
         // Held from before the mount: a RemoveImage racing this create must
         // not collect the layers being mounted.
+        undo.append(ContainerResource::Layers)?;
         self.hold_layers(c.id, &layers);
-        undo.layers_held = true;
         let pinned_userns = c.sandbox.namespaces.get("user");
         let idmap = match (userns, pinned_userns) {
             (Some(userns), Some(path)) => Some((path.as_path(), userns)),
@@ -258,6 +271,16 @@ impl ContainerManager {
             target_pid,
             &user_files,
         )?;
+        undo.append(ContainerResource::Shim {
+            dir: dirs.shim.clone(),
+            // As `ContainerRecord::cgroup_dir`.
+            cgroup: if spec.cgroup_path.is_empty() {
+                spec.cgroups_path.clone()
+            } else {
+                spec.cgroup_path.clone()
+            },
+            handler: c.handler.name.clone(),
+        })?;
         undo.shim_dir = Some(dirs.shim.clone());
         if let Some(runtime) = &c.handler.binary {
             tracing::debug!(
@@ -319,16 +342,9 @@ impl ContainerManager {
     }
 
     /// The bundle, the layer dir (upper and work) and the shim's dir. The
-    /// bundle comes first, with the intent naming everything the create
-    /// may make (`cgroup` included), before any of it is made: recovery
-    /// finds half-made containers by it.
-    fn make_dirs(
-        &self,
-        id: &str,
-        cgroup: &str,
-        handler: &str,
-        undo: &mut Undo,
-    ) -> Result<Dirs, ContainerError> {
+    /// bundle comes first, with the journal in it, before anything else is
+    /// made: recovery finds half-made containers by it.
+    fn make_dirs(&self, id: &str, undo: &mut Undo) -> Result<Dirs, ContainerError> {
         let dirs = Dirs {
             bundle: self.store.record_dir(id),
             layer: self.layers_dir.join(id),
@@ -342,23 +358,22 @@ impl ContainerManager {
         // upper dir (the container's files, setuid binaries included) are
         // for root only, as containerd's and CRI-O's.
         private_dir(&dirs.bundle).map_err(|err| ContainerError::io("container dir", err))?;
-        undo.dirs = vec![dirs.bundle.clone()];
-        intent::write(
-            &dirs.bundle,
-            &ContainerIntent {
-                format: intent::FORMAT,
-                id: id.to_string(),
-                bundle: dirs.bundle.clone(),
-                layer_dir: dirs.layer.clone(),
-                shim_dir: dirs.shim.clone(),
-                cgroup_path: cgroup.to_string(),
-                runtime_handler: handler.to_string(),
-            },
-        )?;
+        match ContainerJournal::create(&dirs.bundle, id) {
+            Ok(journal) => undo.journal = Some(journal),
+            Err(err) => {
+                // Nothing but the bundle was made.
+                let _ = std::fs::remove_dir_all(&dirs.bundle);
+                return Err(err.into());
+            }
+        }
+        undo.append(ContainerResource::LayerDir {
+            path: dirs.layer.clone(),
+        })?;
         private_dir(&dirs.layer).map_err(|err| ContainerError::io("container dir", err))?;
-        undo.dirs.push(dirs.layer.clone());
+        undo.append(ContainerResource::ShimDir {
+            path: dirs.shim.clone(),
+        })?;
         std::fs::create_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
-        undo.dirs.push(dirs.shim.clone());
         // Its sockets, logs and exec specs (an exec's whole env) are root's.
         private_dir(&dirs.shim).map_err(|err| ContainerError::io("shim dir", err))?;
         Ok(dirs)
@@ -379,6 +394,12 @@ impl ContainerManager {
             .map(|layer| self.images.layer_path(&layer.diff_id))
             .collect::<Result<Vec<_>, _>>()?;
         let paths = RootfsPaths::new(&dirs.layer, &dirs.bundle);
+        // Image volumes and idmapped views are mounted in its dirs later:
+        // its unmount takes them too.
+        undo.append(ContainerResource::Rootfs {
+            layer_dir: dirs.layer.clone(),
+            bundle: dirs.bundle.clone(),
+        })?;
         match idmap {
             Some((path, userns)) => {
                 self.mounts
@@ -386,7 +407,6 @@ impl ContainerManager {
             }
             None => self.mounts.mount(&layers, &paths)?,
         }
-        undo.rootfs = Some(paths.clone());
         Ok(paths)
     }
 
@@ -681,6 +701,10 @@ impl ContainerManager {
         }
     }
 
+    /// A failed create's undo: its container stopped, then its journal
+    /// torn down. A teardown step that fails keeps its entry and all made
+    /// before it (the bundle and journal stay, without a record): the next
+    /// start's recovery finishes it.
     async fn undo(&self, undo: Undo) {
         if let Some(dir) = &undo.shim_dir {
             let _ = self
@@ -694,28 +718,12 @@ impl ContainerManager {
                     Duration::ZERO,
                 )
                 .await;
-            let _ = self
-                .shims
-                .call(dir, Request::Shutdown, Duration::ZERO)
-                .await;
         }
-        let mut unmounted = true;
-        if let Some(paths) = &undo.rootfs {
-            if let Err(err) = self.mounts.unmount(paths) {
-                tracing::warn!(error = %err, "undo: unmount rootfs");
-                unmounted = false;
+        if let Some(mut journal) = undo.journal {
+            if let Err(err) = self.tear_down(&mut journal).await {
+                tracing::warn!(container = %journal.id, error = %err,
+                    "undo of a failed create: the rest is left for recovery at the next start");
             }
-        }
-        // Never delete through a mount left: a volume's view would lose
-        // the volume's files. Recovery unmounts and deletes them later.
-        for dir in undo.dirs.iter().filter(|_| unmounted) {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        if let Some((name, id)) = &undo.name {
-            if undo.layers_held {
-                self.release_layers(id);
-            }
-            self.store.release_name(name, id);
         }
     }
 }
@@ -747,10 +755,11 @@ fn sandbox_namespaces(sandbox: &SandboxRecord, target_pid: Option<u32>) -> Sandb
 
 /// The pod's files every container mounts.
 fn sandbox_files(sandbox: &SandboxRecord) -> SandboxFiles {
+    let dir = sandbox.files_dir();
     SandboxFiles {
-        hostname: Some(sandbox.dir.join("hostname")),
-        hosts: Some(sandbox.dir.join("hosts")),
-        resolv_conf: Some(sandbox.dir.join("resolv.conf")),
+        hostname: Some(dir.join("hostname")),
+        hosts: Some(dir.join("hosts")),
+        resolv_conf: Some(dir.join("resolv.conf")),
         shm: sandbox.shm.clone(),
     }
 }

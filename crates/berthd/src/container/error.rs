@@ -180,6 +180,8 @@ pub enum ContainerError {
     State(#[from] StateError),
     #[error(transparent)]
     Intent(#[from] crate::recovery::intent::IntentError),
+    #[error(transparent)]
+    Journal(#[from] super::journal::JournalError),
     #[error("{what}: {source}")]
     Task {
         what: &'static str,

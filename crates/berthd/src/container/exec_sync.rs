@@ -17,6 +17,14 @@ impl ContainerManager {
     ) -> Result<berth_shim_api::protocol::ExecResult, ContainerError> {
         let record = self.get(id).await?;
         let timeout_s = super::durations::clamp_timeout_seconds(timeout);
+        // No timeout: CRI runs the command until it ends, or until kubelet
+        // gives up on the call (a preStop hook past the grace period),
+        // which drops this call and so kills the command.
+        let wait = if timeout_s == 0 {
+            super::shim::UNTIL_ANSWERED
+        } else {
+            Duration::from_secs(timeout_s)
+        };
         let request = Request::Exec(ExecRequest {
             args,
             env: Vec::new(),
@@ -25,11 +33,7 @@ impl ContainerManager {
             timeout_s,
             max_output_bytes: None,
         });
-        match self
-            .shims
-            .call(&record.shim_dir, request, Duration::from_secs(timeout_s))
-            .await
-        {
+        match self.shims.call(&record.shim_dir, request, wait).await {
             Ok(Response::Exec(result)) => Ok(result),
             Ok(Response::Error { message, .. }) => Err(ContainerError::ExecRefused {
                 id: record.id,

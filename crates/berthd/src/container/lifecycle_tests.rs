@@ -38,8 +38,19 @@ pub(crate) async fn fixture() -> Fixture {
 
 /// The fixture over pods the caller made (handlers of its own).
 pub(crate) async fn fixture_on(pods: Pods) -> Fixture {
+    fixture_with_journal(pods, Journal::new()).await
+}
+
+/// The fixture whose container fakes write into the pods' journal: one
+/// order of every step, the pod's and its containers'.
+pub(crate) async fn fixture_sharing_journal() -> Fixture {
+    let pods = sandbox_fixture();
+    let journal = pods.journal.clone();
+    fixture_with_journal(pods, journal).await
+}
+
+async fn fixture_with_journal(pods: Pods, journal: Arc<Journal>) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
-    let journal = Journal::new();
     let images = ImageStore::open(&dir.path().join("images")).expect("images");
     add_image(&images);
     let fake_shims = Arc::new(FakeShims::new(journal.clone()));
@@ -242,7 +253,9 @@ pub(crate) fn assert_no_trace(f: &Fixture, what: &str) {
 #[tokio::test]
 async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
     let cases: [(&str, &[&str]); 2] = [
-        ("mount rootfs", &["mount rootfs"]),
+        // Journaled before it is made: a failed mount is unmounted too
+        // (harmless on what was never mounted).
+        ("mount rootfs", &["mount rootfs", "unmount rootfs"]),
         (
             "launch shim",
             &[
@@ -250,6 +263,9 @@ async fn a_failed_create_undoes_each_step_in_reverse_and_frees_the_name() {
                 "launch shim",
                 "kill Number(9) all=true",
                 "shutdown shim",
+                // No shim answered: one the failed launch may have left
+                // is searched for and killed.
+                "kill unrecorded shim",
                 "unmount rootfs",
             ],
         ),
@@ -498,10 +514,8 @@ async fn recovery_undoes_a_create_that_left_no_record() {
     f.manager.store.remove(&id);
     f.journal.clear();
     assert_eq!(f.manager.recover().await, (1, 0));
-    assert_eq!(
-        f.journal.entries(),
-        ["kill unrecorded shim", "unmount rootfs"]
-    );
+    // Its shim still serves: its delete removes the container.
+    assert_eq!(f.journal.entries(), ["shutdown shim", "unmount rootfs"]);
     assert_eq!(f.manager.recover().await, (0, 0), "recovery is idempotent");
     let record = f.manager.get(&kept).await.expect("kept");
     assert!(record.bundle.join("container.json").exists());
@@ -548,6 +562,37 @@ async fn a_container_whose_shim_is_gone_is_stopped_and_removed_through_its_cgrou
     f.manager.remove(&id).await.expect("remove");
     assert!(!f.pods.cgroups.exists(record.cgroup_dir()));
     assert_no_trace(&f, "shim gone");
+}
+
+#[tokio::test]
+async fn a_stop_that_finds_the_container_removed_meanwhile_succeeds() {
+    let f = fixture().await;
+    let (_, id) = f.running("app").await;
+    // A pod's stop read the record; a RemoveContainer then took the
+    // container, its shim and its dirs before the stop went on.
+    let record = f.manager.get(&id).await.expect("record");
+    f.manager.remove(&id).await.expect("remove");
+    f.manager
+        .stop_without_shim(&record)
+        .await
+        .expect("nothing left to stop is success");
+    assert_no_trace(&f, "removed during a stop");
+}
+
+#[tokio::test]
+async fn a_remove_after_one_cut_short_past_the_shim_dir_finishes() {
+    let f = fixture().await;
+    let (_, id) = f.running("app").await;
+    let record = f.manager.get(&id).await.expect("record");
+    // berthd died in a RemoveContainer after the shim and its dir went;
+    // the record (in the bundle, undone last) is still there.
+    f.manager.shims.kill_unrecorded(&record.shim_dir).await;
+    std::fs::remove_dir_all(&record.shim_dir).expect("rm shim dir");
+    f.manager
+        .remove(&id)
+        .await
+        .expect("the next remove finishes it");
+    assert_no_trace(&f, "remove cut short");
 }
 
 /// The state reported for `record` (status, lists), twice over: the second
@@ -682,6 +727,55 @@ async fn a_userns_pods_binds_are_idmapped_and_a_refusal_is_undone() {
         ["mount rootfs", "idmap bind /data", "unmount rootfs"]
     );
     assert_no_trace(&f, "refused idmap");
+}
+
+/// The source of the spec's mount at `destination`.
+fn mount_source(bundle: &Path, destination: &str) -> String {
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).expect("config.json"))
+            .expect("spec");
+    spec["mounts"]
+        .as_array()
+        .and_then(|mounts| mounts.iter().find(|m| m["destination"] == destination))
+        .and_then(|mount| mount["source"].as_str())
+        .unwrap_or_else(|| panic!("no mount at {destination}"))
+        .to_string()
+}
+
+/// Containers bind the pod's files from its dir under the root dir; those
+/// of a pod an older berthd ran (no `files_dir`) from its sandbox dir.
+#[tokio::test]
+async fn a_pods_files_are_bound_from_its_files_dir_or_an_older_pods_sandbox_dir() {
+    let f = fixture().await;
+    let pod_id = f.pod("web", "").await;
+    let id = f.create_ok(&pod_id, container("app")).await;
+    let record = f.manager.get(&id).await.expect("record");
+    let files = f.pods.dir.path().join("pods").join(&pod_id);
+    for name in ["hostname", "hosts", "resolv.conf"] {
+        assert_eq!(
+            mount_source(&record.bundle, &format!("/etc/{name}")),
+            files.join(name).display().to_string()
+        );
+    }
+    f.manager.remove(&id).await.expect("remove");
+
+    let handle = f.pods.manager.get(&pod_id).expect("pod");
+    let sandbox_dir = {
+        let mut pod = handle.lock().await;
+        pod.files_dir = None;
+        pod.dir.clone()
+    };
+    for name in ["hostname", "hosts", "resolv.conf"] {
+        std::fs::copy(files.join(name), sandbox_dir.join(name)).expect("an older pod's file");
+    }
+    let id = f.create_ok(&pod_id, container("app")).await;
+    let record = f.manager.get(&id).await.expect("record");
+    assert_eq!(
+        mount_source(&record.bundle, "/etc/hosts"),
+        sandbox_dir.join("hosts").display().to_string()
+    );
+    f.manager.remove(&id).await.expect("remove");
+    assert_no_trace(&f, "files");
 }
 
 #[tokio::test]
@@ -939,15 +1033,19 @@ async fn a_pods_handler_picks_the_runtime_and_state_root_its_shims_get() {
             },
         ]
     );
-    // Recorded with the container, and in its intent, for remove and
-    // recovery.
+    // Recorded with the container, and in its journal's shim entry, for
+    // remove and recovery.
     let record = f.manager.get(&on_runc).await.expect("record");
     assert_eq!(record.runtime_handler, "runc");
-    let intent: crate::recovery::intent::ContainerIntent =
-        crate::recovery::intent::read(&record.bundle)
-            .expect("intent")
-            .expect("an intent");
-    assert_eq!(intent.runtime_handler, "runc");
+    let journal = super::journal::ContainerJournal::load(&record.bundle)
+        .expect("journal")
+        .expect("a journal");
+    assert!(
+        journal.entries.iter().any(|entry| matches!(entry,
+            super::journal::ContainerResource::Shim { handler, .. } if handler == "runc")),
+        "{:?}",
+        journal.entries
+    );
     assert_eq!(
         f.manager
             .get(&on_default)
@@ -985,10 +1083,22 @@ async fn a_handler_no_longer_configured_is_never_taken_for_the_default() {
     let f = runc_fixture().await;
     let pod_id = f.pod("fast", "runc").await;
     let id = f.create_ok(&pod_id, container("app")).await;
-    // As a record from a berthd whose config had handler "gone".
+    // As a container of a berthd whose config had handler "gone".
     let handle = f.manager.find(&id).expect("find").expect("container");
     handle.lock().await.runtime_handler = "gone".into();
     let record = f.manager.get(&id).await.expect("record");
+    let mut journal = super::journal::ContainerJournal::load(&record.bundle)
+        .expect("journal")
+        .expect("a journal");
+    journal
+        .change(|entries| {
+            for entry in entries {
+                if let super::journal::ContainerResource::Shim { handler, .. } = entry {
+                    *handler = "gone".into();
+                }
+            }
+        })
+        .expect("journal");
     f.manager.shims.kill_unrecorded(&record.shim_dir).await;
     let err = f.manager.remove(&id).await.unwrap_err();
     assert!(

@@ -7,6 +7,8 @@ pub mod cgroup_view;
 mod checkpoint;
 pub mod checkpoint_archive;
 mod create;
+#[cfg(test)]
+mod create_fault_tests;
 pub mod durations;
 mod error;
 mod exec_sync;
@@ -15,6 +17,7 @@ pub mod idmap;
 pub mod idmapped_binds;
 pub mod image_files;
 pub mod image_volumes;
+pub mod journal;
 #[cfg(test)]
 pub(crate) mod lifecycle_tests;
 mod recover;
@@ -28,6 +31,7 @@ mod start;
 pub mod state_cache;
 mod stop;
 pub mod store;
+mod teardown;
 pub mod trash;
 mod update;
 

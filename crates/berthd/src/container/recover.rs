@@ -1,6 +1,7 @@
 //! Containers at start-up (see `crate::recovery`): a container directory
-//! without a record is a create that never finished, undone from its
-//! intent; shim dirs, layer dirs and runtime states no record names are
+//! without a record is a create that never finished (or whose undo
+//! failed), torn down from its journal (an older berthd's intent is made
+//! into one); shim dirs, layer dirs and runtime states no record names are
 //! swept (in the state roots berth owns). A container whose runtime
 //! handler is no longer configured is kept and reported, never taken for
 //! the default handler's.
@@ -8,8 +9,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use super::journal::ContainerJournal;
 use super::rootfs::RootfsPaths;
 use super::trash::TRASH_DIR;
+use super::ContainerError;
 use super::ContainerManager;
 use crate::recovery::intent::{self, ContainerIntent};
 use crate::recovery::remove_tree;
@@ -23,19 +26,20 @@ impl ContainerManager {
         let mut undone = 0;
         for id in self.store.unrecorded() {
             let bundle = self.store.record_dir(&id);
-            let unmounted = match intent::read::<ContainerIntent>(&bundle) {
-                Ok(Some(intent)) if intent.id == id => self.undo_intent(&intent).await,
-                // Nothing is made before the intent is written.
-                Ok(_) => true,
+            match unrecorded_journal(&id, &bundle) {
+                Ok(Some(mut journal)) => {
+                    tracing::info!(container = %id, "recovery: undoing a create that never finished");
+                    if let Err(err) = self.tear_down(&mut journal).await {
+                        tracing::warn!(container = %id, error = %err,
+                            "recovery: kept for the next start");
+                    }
+                }
+                // Nothing is made before the journal is written.
+                Ok(None) => remove_tree(&bundle),
                 Err(err) => {
                     tracing::warn!(container = %id, error = %err, "recovery: left alone");
                     continue;
                 }
-            };
-            // Never delete through a rootfs that is still mounted: that
-            // would delete the image's layers.
-            if unmounted {
-                remove_tree(&bundle);
             }
             undone += 1;
         }
@@ -88,54 +92,6 @@ impl ContainerManager {
         }
     }
 
-    /// What a create may have made, in reverse: the shim and the
-    /// container's processes, its cgroup and runtime state, the rootfs
-    /// mount and the dirs. Returns whether the rootfs is unmounted. A
-    /// create under a handler no longer configured is left alone (its
-    /// runtime state's root is unknown), logged as an error naming it.
-    async fn undo_intent(&self, intent: &ContainerIntent) -> bool {
-        let Some(handler) = self.sandboxes.runtime_handlers.get(&intent.runtime_handler) else {
-            tracing::error!(
-                container = %intent.id,
-                handler = %intent.runtime_handler,
-                "recovery: an unfinished create under a runtime handler that is not configured \
-                 (runtime_handlers in the config) is left alone until it is configured again"
-            );
-            return false;
-        };
-        tracing::info!(container = %intent.id, "recovery: undoing a create that never finished");
-        self.shims.kill_unrecorded(&intent.shim_dir).await;
-        self.remove_cgroup_of_unrecorded(&intent.cgroup_path);
-        if let Err(err) = handler.remove_state(&intent.id).await {
-            tracing::warn!(container = %intent.id, error = %err, "recovery: runtime state");
-        }
-        if let Err(err) = self
-            .mounts
-            .unmount(&RootfsPaths::new(&intent.layer_dir, &intent.bundle))
-        {
-            tracing::warn!(container = %intent.id, error = %err, "recovery: unmount rootfs");
-            return false;
-        }
-        remove_tree(&intent.layer_dir);
-        remove_tree(&intent.shim_dir);
-        true
-    }
-
-    /// Kills whatever is in a container cgroup no record owns and removes
-    /// it, through the driver's manager (under systemd, a scope's unit).
-    fn remove_cgroup_of_unrecorded(&self, path: &str) {
-        let cgroups = &self.sandboxes.cgroups;
-        if path.is_empty() || !cgroups.exists(path) {
-            return;
-        }
-        if let Err(err) = cgroups.kill(path) {
-            tracing::warn!(cgroup = %path, error = %err, "recovery: kill cgroup");
-        }
-        if let Err(err) = cgroups.remove(path) {
-            tracing::warn!(cgroup = %path, error = %err, "recovery: remove cgroup");
-        }
-    }
-
     /// Shim dirs, layer dirs and runtime states no record names: what a
     /// RemoveContainer cut short had already moved out from under its
     /// record. A shim still serving such a dir is killed first. Runtime
@@ -147,7 +103,8 @@ impl ContainerManager {
             shim_dirs.insert(handle.lock().await.shim_dir.clone());
         }
         // Unfinished creates are gone by now: every container dir left is
-        // a record's, loaded or not (or one recovery left alone).
+        // a record's, loaded or not, or a journal's whose teardown failed
+        // (what it names is its own), or one recovery left alone.
         let ids: HashSet<String> = entries(&self.store.record_dir(""))
             .iter()
             .filter_map(|dir| dir.file_name()?.to_str().map(str::to_string))
@@ -217,4 +174,28 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The journal of an unrecorded bundle: its own, or one made from the
+/// intent an older berthd wrote (kept as the journal from then on). One
+/// naming another container is left alone.
+fn unrecorded_journal(id: &str, bundle: &Path) -> Result<Option<ContainerJournal>, ContainerError> {
+    let journal = match ContainerJournal::load(bundle)? {
+        Some(journal) => Some(journal),
+        None => match intent::read::<ContainerIntent>(bundle)? {
+            Some(intent) => {
+                let journal = ContainerJournal::from_intent(&intent);
+                journal.save()?;
+                Some(journal)
+            }
+            None => None,
+        },
+    };
+    match journal {
+        Some(journal) if journal.id != id => Err(ContainerError::io(
+            format!("journal in {}", bundle.display()),
+            std::io::Error::other(format!("it names container {}", journal.id)),
+        )),
+        journal => Ok(journal),
+    }
 }

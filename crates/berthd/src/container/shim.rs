@@ -60,7 +60,12 @@ pub async fn launch(launch: &ShimLaunch<'_>) -> Result<i32, ContainerError> {
         .arg("--state-root")
         .arg(launch.state_root)
         .arg("--dir")
-        .arg(launch.dir);
+        .arg(launch.dir)
+        // Dies with berthd until created (berth-shim's daemon.rs). The
+        // kernel ties it to the spawning thread, a runtime worker here,
+        // which lives as long as berthd.
+        .arg("--parent-pid")
+        .arg(std::process::id().to_string());
     if let Some(runtime) = launch.runtime_binary {
         command.arg("--runtime-binary").arg(runtime);
     }
@@ -179,18 +184,48 @@ pub fn log_path(dir: &Path) -> PathBuf {
     ShimFiles::new(dir.to_path_buf()).log()
 }
 
-/// One call to the shim of `dir`, on a blocking thread.
+/// `extra` for a call that waits as long as the shim takes (ExecSync
+/// without a timeout, which CRI runs until it ends): only its caller
+/// dropping the call ends it, which closes the connection, and the shim
+/// kills an exec whose client went away.
+pub const UNTIL_ANSWERED: Duration = Duration::MAX;
+
+/// One call to the shim of `dir`: a request line and its answer line on a
+/// connection of its own, within `CALL_TIMEOUT + extra`. Dropping the
+/// future closes the connection.
 pub async fn call(
     dir: &Path,
     request: Request,
     extra: Duration,
 ) -> Result<Response, std::io::Error> {
     let socket = ShimFiles::new(dir.to_path_buf()).socket();
-    tokio::task::spawn_blocking(move || {
-        berth_shim_api::client::call(&socket, &request, Some(CALL_TIMEOUT + extra))
-    })
-    .await
-    .map_err(std::io::Error::other)?
+    let exchange = exchange(&socket, &request);
+    match CALL_TIMEOUT.checked_add(extra) {
+        Some(limit) => tokio::time::timeout(limit, exchange).await.map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {} s", limit.as_secs()),
+            )
+        })?,
+        None => exchange.await,
+    }
+}
+
+async fn exchange(socket: &Path, request: &Request) -> std::io::Result<Response> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut stream = tokio::io::BufReader::new(tokio::net::UnixStream::connect(socket).await?);
+    let mut line = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.get_mut().write_all(&line).await?;
+    let mut answer = String::new();
+    if stream.read_line(&mut answer).await? == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "shim closed the connection",
+        ));
+    }
+    serde_json::from_str(&answer)
+        .map_err(|err| std::io::Error::new(std::io::ErrorKind::InvalidData, err))
 }
 
 /// The container's state: from the live shim, else from its exit file.
@@ -367,5 +402,60 @@ mod tests {
         let pid = std::fs::read_to_string(&pid_file).unwrap();
         let proc_dir = PathBuf::from(format!("/proc/{}", pid.trim()));
         assert!(!proc_dir.exists(), "the hung shim {pid} still runs");
+    }
+
+    /// A shim socket in `dir` that reads one request line, waits `delay`
+    /// and answers `ok`; it reports whether the connection was closed
+    /// before the answer went out.
+    fn slow_shim(dir: &Path, delay: Duration) -> tokio::task::JoinHandle<bool> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let listener = tokio::net::UnixListener::bind(ShimFiles::new(dir.to_path_buf()).socket())
+            .expect("bind");
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.expect("accept");
+            let mut stream = tokio::io::BufReader::new(stream);
+            let mut request = String::new();
+            stream.read_line(&mut request).await.expect("request");
+            let mut rest = String::new();
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {
+                    let answer = serde_json::to_vec(&Response::Ok).expect("json");
+                    let _ = stream.get_mut().write_all(&answer).await;
+                    let _ = stream.get_mut().write_all(b"\n").await;
+                    false
+                }
+                read = stream.read_line(&mut rest) => matches!(read, Ok(0)),
+            }
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_until_answered_outlasts_the_call_timeout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shim = slow_shim(tmp.path(), CALL_TIMEOUT * 3);
+        let answer = call(tmp.path(), Request::State, UNTIL_ANSWERED).await;
+        assert!(matches!(answer, Ok(Response::Ok)), "{answer:?}");
+        assert!(!shim.await.unwrap(), "the connection stayed open");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bounded_call_times_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _shim = slow_shim(tmp.path(), CALL_TIMEOUT * 3);
+        let err = call(tmp.path(), Request::State, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_a_call_closes_its_connection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shim = slow_shim(tmp.path(), CALL_TIMEOUT * 100);
+        let dir = tmp.path().to_path_buf();
+        let caller = tokio::spawn(async move { call(&dir, Request::State, UNTIL_ANSWERED).await });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        caller.abort();
+        assert!(shim.await.unwrap(), "the shim saw the caller go away");
     }
 }

@@ -65,7 +65,15 @@ impl ContainerManager {
     /// created or running: nothing can signal it but its cgroup. Its
     /// processes are killed there, and its end recorded as unknown, as
     /// containerd does (exit code 255). Success only once none is left.
-    async fn stop_without_shim(&self, record: &ContainerRecord) -> Result<(), ContainerError> {
+    pub(super) async fn stop_without_shim(
+        &self,
+        record: &ContainerRecord,
+    ) -> Result<(), ContainerError> {
+        // Removed meanwhile (RemoveContainer racing a pod's stop, which
+        // kubelet does): the shim went with it, nothing is left to stop.
+        if !self.store.contains(&record.id) {
+            return Ok(());
+        }
         if self.shims.is_alive(&record.shim_dir) {
             // Alive but not answering: it may still report the real exit.
             return Err(ContainerError::ShimUnreachable {
@@ -75,9 +83,17 @@ impl ContainerManager {
         }
         tracing::warn!(container = %record.id, "its shim is gone: killing it through its cgroup");
         self.kill_cgroup(record).await?;
-        self.shims
-            .record_unknown_exit(&record.shim_dir)
-            .map_err(|err| ContainerError::io("recording an unknown exit", err))
+        match self.shims.record_unknown_exit(&record.shim_dir) {
+            Err(_) if !self.store.contains(&record.id) => Ok(()),
+            // A RemoveContainer that berthd died in had torn down the shim
+            // dir already (the record goes last, with the bundle): nothing
+            // runs (the cgroup is empty) and the remove that follows ends
+            // the container, so there is no exit to record.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !record.shim_dir.exists() => {
+                Ok(())
+            }
+            written => written.map_err(|err| ContainerError::io("recording an unknown exit", err)),
+        }
     }
 
     /// Kills every process in the container's cgroup, waiting until none
@@ -97,8 +113,18 @@ impl ContainerManager {
         what: &'static str,
         op: impl FnOnce(&dyn CgroupManager, &str) -> Result<(), CgroupError> + Send + 'static,
     ) -> Result<(), ContainerError> {
+        self.on_cgroup_path(record.cgroup_dir(), what, op).await
+    }
+
+    /// Runs `op` on the cgroup `path` (as `ContainerRecord::cgroup_dir`).
+    pub(super) async fn on_cgroup_path(
+        &self,
+        path: &str,
+        what: &'static str,
+        op: impl FnOnce(&dyn CgroupManager, &str) -> Result<(), CgroupError> + Send + 'static,
+    ) -> Result<(), ContainerError> {
         let cgroups = self.sandboxes.cgroups.clone();
-        let path = record.cgroup_dir().to_string();
+        let path = path.to_string();
         tokio::task::spawn_blocking(move || op(cgroups.as_ref(), &path))
             .await
             .map_err(|err| ContainerError::Task { what, source: err })?

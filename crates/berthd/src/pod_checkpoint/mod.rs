@@ -7,6 +7,8 @@
 //! (`ContainerManager::checkpoint`, and `create` from an archive); this
 //! module adds what is the pod's: every check before the first side
 //! effect, one manifest, and nothing left behind by a call that fails.
+//! The pod layer (`crate::pod`) calls it and makes a restore's pod and
+//! containers.
 
 mod checkpoint;
 mod error;
@@ -17,7 +19,7 @@ mod tests;
 
 pub use self::checkpoint::{checkpoint, CheckpointPod};
 pub use self::error::PodCheckpointError;
-pub use self::restore::{restore, RestorePod, Restored};
+pub use self::restore::{prepare as prepare_restore, RestorePlan, RestorePod, Restored};
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,10 +1,10 @@
-//! RestorePod: the checkpoint and the request are checked against each
-//! other before anything is made; then a new pod from the request's config
-//! and each container created from its archive (created, not started:
-//! StartContainer restores its processes). A failure at any container
-//! removes the containers made so far and the pod.
+//! RestorePod's checks: the checkpoint and the request are checked against
+//! each other before anything is made, and each container's config is
+//! pointed at its archive. The pod layer (`crate::pod`) then makes the pod
+//! and its containers, and undoes them on failure.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use cri_api::v1::{ContainerConfig, PodSandboxConfig};
 
@@ -29,15 +29,27 @@ pub struct Restored {
     pub containers: Vec<(String, String)>,
 }
 
-pub async fn restore(
+/// What a checked restore makes, in the request's order: each container's
+/// name and config, its image the container's archive in the checkpoint.
+#[derive(Debug)]
+pub struct RestorePlan {
+    /// The checkpoint.
+    pub dir: PathBuf,
+    pub containers: Vec<(String, ContainerConfig)>,
+}
+
+/// Checks the checkpoint and the request against each other, and that
+/// CRIU can run, before anything is made (`crate::pod::Pods::restore`
+/// makes the pod and its containers).
+pub async fn prepare(
     containers: &ContainerManager,
-    request: RestorePod<'_>,
-) -> Result<Restored, PodCheckpointError> {
+    request: &RestorePod<'_>,
+) -> Result<RestorePlan, PodCheckpointError> {
     refuse_options(request.options)?;
     let dir = real_dir("checkpoint_path", request.checkpoint_path)?;
     let names = config_names(request.container_configs)?;
     let (manifest, pod_config) = manifest::read(&dir)?;
-    matches_checkpoint(&manifest, &pod_config, &request, &names)?;
+    matches_checkpoint(&manifest, &pod_config, request, &names)?;
     let pod_name = request
         .config
         .metadata
@@ -52,12 +64,7 @@ pub async fn restore(
             pod: pod_name,
             reason,
         })?;
-
-    let pod_id = containers
-        .sandboxes
-        .run(request.config.clone(), request.runtime_handler)
-        .await?;
-    let mut made: Vec<(String, String)> = Vec::new();
+    let mut planned = Vec::with_capacity(names.len());
     for (config, name) in request.container_configs.iter().zip(&names) {
         let Some(entry) = manifest.containers.iter().find(|c| &c.name == name) else {
             continue; // matches_checkpoint found every name
@@ -69,37 +76,12 @@ pub async fn restore(
         if let Some(image) = config.image.as_mut() {
             image.image = archive.to_string_lossy().into_owned();
         }
-        match containers
-            .create(&pod_id, config, Some(request.config.clone()))
-            .await
-        {
-            Ok(id) => made.push((name.clone(), id)),
-            Err(source) => {
-                undo(containers, &pod_id, &made).await;
-                return Err(PodCheckpointError::Container {
-                    context: format!("restoring container {name}"),
-                    source: Box::new(source),
-                });
-            }
-        }
+        planned.push((name.clone(), config));
     }
-    tracing::info!(sandbox = %pod_id, from = %dir.display(), containers = made.len(), "pod restored (containers created)");
-    Ok(Restored {
-        pod_sandbox_id: pod_id,
-        containers: made,
+    Ok(RestorePlan {
+        dir,
+        containers: planned,
     })
-}
-
-/// Removes what a failed restore made, the containers first.
-async fn undo(containers: &ContainerManager, pod_id: &str, made: &[(String, String)]) {
-    for (_, id) in made.iter().rev() {
-        if let Err(err) = containers.remove(id).await {
-            tracing::warn!(id, %err, "removing a container of a failed pod restore");
-        }
-    }
-    if let Err(err) = containers.sandboxes.remove(pod_id).await {
-        tracing::warn!(sandbox = pod_id, %err, "removing the pod of a failed restore");
-    }
 }
 
 /// The configs' names: each set, each once.

@@ -73,6 +73,16 @@ fn request<'a>(
     }
 }
 
+/// RestorePod as the pod layer runs it.
+async fn restore(
+    containers: &std::sync::Arc<crate::container::ContainerManager>,
+    request: RestorePod<'_>,
+) -> Result<Restored, PodCheckpointError> {
+    crate::pod::tests::pods_over(containers, crate::pod::tests::Recorder::new())
+        .restore(request)
+        .await
+}
+
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("read_dir")

@@ -3,6 +3,10 @@
 //! directory with an intent and no record is a create that never finished;
 //! recovery undoes it from the intent. Every step of that undo is idempotent,
 //! so an intent may name things that were never made.
+//!
+//! RunPodSandbox and CreateContainer write journals instead
+//! (`crate::sandbox::journal`, `crate::container::journal`): intents are
+//! only read, from older berthds, and converted.
 
 use std::path::{Path, PathBuf};
 
@@ -17,7 +21,7 @@ pub const FILE: &str = "intent.json";
 /// (a newer berthd wrote it, and this one cannot know what it means).
 pub const FORMAT: u32 = 1;
 
-/// What RunPodSandbox may make for sandbox `id`.
+/// What RunPodSandbox of an older berthd may have made for sandbox `id`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxIntent {
     pub format: u32,
@@ -37,7 +41,7 @@ pub struct SandboxIntent {
     pub config: PodSandboxConfig,
 }
 
-/// What CreateContainer may make for container `id`.
+/// What CreateContainer of an older berthd may have made for container `id`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerIntent {
     pub format: u32,

@@ -4,11 +4,14 @@
 //! there.
 //!
 //! What it relies on:
-//! - **Intent before side effects.** RunPodSandbox and CreateContainer
-//!   write an intent ([`intent`]) into the object's state directory before
-//!   they make anything, and the record last. So a state directory without
-//!   a record is a create that never answered its client: undone, from its
-//!   intent. A record is complete: kept, never re-created or repaired.
+//! - **Journal before side effects.** RunPodSandbox and CreateContainer
+//!   write each resource into the object's journal
+//!   (`crate::sandbox::journal`, `crate::container::journal`) before the
+//!   step that makes it (an older berthd wrote an intent ([`intent`]),
+//!   still read and converted); both write the record last. So a state
+//!   directory without a record is a create that never answered its
+//!   client (or a failed create whose undo failed): undone from its
+//!   journal. A record is complete: kept, never re-created or repaired.
 //! - **Undo is idempotent.** Each step (kill, CNI DEL, unmount, cgroup
 //!   removal, rmdir) is harmless when its object was never made or is
 //!   already gone, so an intent may name more than was made, and recovery

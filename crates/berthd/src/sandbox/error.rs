@@ -96,6 +96,12 @@ pub enum SandboxError {
     State(#[from] StateError),
     #[error(transparent)]
     Intent(#[from] crate::recovery::intent::IntentError),
+    #[error(transparent)]
+    Journal(#[from] super::journal::JournalError),
+    #[error("the journal in {dir} names another sandbox, {id:?}")]
+    ForeignJournal { dir: PathBuf, id: String },
+    #[error("unmount {path}: {source}")]
+    Unmount { path: PathBuf, source: io::Error },
 }
 
 impl SandboxError {

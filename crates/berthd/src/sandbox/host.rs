@@ -35,7 +35,7 @@ pub trait PodNamespaces: Send + Sync {
     /// Mounts the pod's /dev/shm at `path` with tmpfs `options`.
     fn mount_shm(&self, path: &Path, options: &str) -> Result<(), SandboxError>;
     /// Unmounts a pin or mount and removes its mount point; gone is fine.
-    fn unmount(&self, path: &Path);
+    fn unmount(&self, path: &Path) -> Result<(), SandboxError>;
 }
 
 /// A pod's network: CNI plugins run against its network namespace.
@@ -93,7 +93,7 @@ impl PodNamespaces for Pinns {
         namespaces::mount_shm(path, options)
     }
 
-    fn unmount(&self, path: &Path) {
+    fn unmount(&self, path: &Path) -> Result<(), SandboxError> {
         namespaces::unmount(path)
     }
 }

@@ -1,10 +1,12 @@
 //! Pod sandboxes: what RunPodSandbox builds and Stop/RemovePodSandbox take
-//! down. Each step of a run is undone, in reverse, when a later one fails,
-//! so a failed run leaves no namespace, mount, cgroup or IP behind.
+//! down. Each step of a run is written into the pod's journal before it
+//! runs (`journal.rs`); one teardown (`teardown.rs`) undoes a journal in
+//! reverse for a failed run, a stop, a remove and start-up recovery.
 
 mod dns;
 mod error;
 pub mod host;
+pub mod journal;
 #[cfg(test)]
 pub(crate) mod lifecycle_tests;
 pub mod metered_network;
@@ -15,6 +17,9 @@ mod remove;
 mod run;
 mod stop;
 pub mod store;
+mod teardown;
+#[cfg(test)]
+mod teardown_tests;
 mod update;
 
 use std::path::PathBuf;
@@ -23,6 +28,7 @@ use std::sync::{Arc, RwLock};
 pub use self::error::SandboxError;
 use self::host::{PodNamespaces, PodNetworks};
 use self::store::SandboxStore;
+pub use self::teardown::UnfinishedRuns;
 use berth_cgroups::{CgroupManager, Driver, ParentTracker};
 use berth_network::cni::{NetworkConfigList, PodNetwork, PortMapping};
 use cri_api::v1::{PodSandboxConfig, Protocol};
@@ -40,6 +46,9 @@ pub struct SandboxManager {
     pub namespaces: Arc<dyn PodNamespaces>,
     /// Where namespaces are pinned: `<state_dir>/ns/<sandbox id>/<kind>`.
     pub ns_dir: PathBuf,
+    /// Where pods' hostname, hosts and resolv.conf are, on disk:
+    /// `<root_dir>/pods/<sandbox id>/` (`RootLayout::pods`).
+    pub pods_dir: PathBuf,
     /// Held while creating a sandbox cgroup under a parent, and while
     /// removing cgroups and unused parents, so a parent is never removed
     /// between being ensured and receiving its child.
@@ -54,6 +63,8 @@ pub struct SandboxManager {
     pub lsm: berth_spec::LsmHost,
     /// The pod CIDR from UpdateRuntimeConfig, passed to CNI as `ipRanges`.
     pub pod_cidr: RwLock<Option<String>>,
+    /// Failed runs whose undo failed too, finished by the next Remove.
+    pub unfinished: UnfinishedRuns,
 }
 
 impl SandboxManager {

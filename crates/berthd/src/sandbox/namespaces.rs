@@ -94,8 +94,11 @@ pub async fn pin(
         }
     }
     if !output.status.success() {
+        // The journal's entry for the pins releases what stays.
         for path in pinned.namespaces.values() {
-            unmount(path);
+            if let Err(err) = unmount(path) {
+                tracing::warn!(error = %err, "releasing a pin of a failed berth-pinns");
+            }
         }
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
         if output.status.code() == Some(PINNS_REFUSED) {
@@ -180,20 +183,23 @@ pub fn mount_shm(path: &Path, options: &str) -> Result<(), SandboxError> {
 }
 
 /// Unmounts a pin or mount and removes the mount point; already gone is fine.
-pub fn unmount(path: &Path) {
+pub fn unmount(path: &Path) -> Result<(), SandboxError> {
+    let failed = |source: std::io::Error| SandboxError::Unmount {
+        path: path.to_path_buf(),
+        source,
+    };
     match umount2(path, MntFlags::MNT_DETACH) {
         Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => {}
-        Err(err) => tracing::warn!(path = %path.display(), error = %err, "unmount"),
+        Err(err) => return Err(failed(err.into())),
     }
     let removed = if path.is_dir() {
         std::fs::remove_dir(path)
     } else {
         std::fs::remove_file(path)
     };
-    if let Err(err) = removed {
-        if err.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(path = %path.display(), error = %err, "remove mount point");
-        }
+    match removed {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(failed(err)),
+        _ => Ok(()),
     }
 }
 

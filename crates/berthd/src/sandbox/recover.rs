@@ -1,12 +1,13 @@
 //! Sandboxes at start-up (see `crate::recovery`): a sandbox directory
-//! without a record is a run that never finished, undone from its intent;
-//! pins no sandbox names are released.
+//! without a record is a run that never finished (or whose undo failed),
+//! torn down from its journal, or from the intent an older berthd wrote;
+//! pins and pod files dirs no sandbox names are released.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use berth_network::cni::NetworkConfigList;
-
-use super::SandboxManager;
+use super::journal::PodJournal;
+use super::teardown::{entries, Scope};
+use super::{SandboxError, SandboxManager};
 use crate::recovery::intent::{self, SandboxIntent};
 use crate::recovery::remove_tree;
 
@@ -18,19 +19,54 @@ impl SandboxManager {
         let mut undone = 0;
         for id in self.store.unrecorded() {
             let dir = self.store.record_dir(&id);
-            match intent::read::<SandboxIntent>(&dir) {
-                Ok(Some(intent)) if intent.id == id => self.undo_intent(&intent).await,
-                // Nothing is made before the intent is written.
-                Ok(_) => {}
+            let journal = match self.unrecorded_journal(&id, &dir) {
+                Ok(journal) => journal,
                 Err(err) => {
                     tracing::warn!(sandbox = %id, error = %err, "recovery: left alone");
                     continue;
                 }
+            };
+            match journal {
+                Some(mut journal) => {
+                    tracing::info!(sandbox = %id, "recovery: undoing a run that never finished");
+                    if self.tear_down(&mut journal, Scope::All).await.is_err() {
+                        // Kept, for the next RemovePodSandbox or start.
+                        self.note_unfinished_run(&id).await;
+                        continue;
+                    }
+                }
+                // Nothing is made before the journal is written.
+                None => remove_tree(&dir),
             }
-            remove_tree(&dir);
             undone += 1;
         }
-        (undone, self.release_unnamed_pins())
+        (
+            undone,
+            self.release_unnamed_pins() + self.remove_unnamed_pod_files(),
+        )
+    }
+
+    /// The journal of an unrecorded sandbox dir: its own, or one made from
+    /// the intent an older berthd wrote (kept as the journal from then on).
+    fn unrecorded_journal(&self, id: &str, dir: &Path) -> Result<Option<PodJournal>, SandboxError> {
+        let journal = match PodJournal::load(dir)? {
+            Some(journal) => Some(journal),
+            None => match intent::read::<SandboxIntent>(dir)? {
+                Some(intent) => {
+                    let journal = PodJournal::from_intent(&intent);
+                    journal.save()?;
+                    Some(journal)
+                }
+                None => None,
+            },
+        };
+        match journal {
+            Some(journal) if journal.id != id => Err(SandboxError::ForeignJournal {
+                dir: dir.to_path_buf(),
+                id: journal.id,
+            }),
+            journal => Ok(journal),
+        }
     }
 
     /// Pods whose runtime handler the config no longer has are kept (they
@@ -51,56 +87,12 @@ impl SandboxManager {
         }
     }
 
-    /// What a run may have made, in reverse: processes, network, mounts,
-    /// the cgroup. Each step is harmless if its object was never made.
-    async fn undo_intent(&self, intent: &SandboxIntent) {
-        tracing::info!(sandbox = %intent.id, "recovery: undoing a run that never finished");
-        self.namespaces
-            .kill_unrecorded(&intent.ns_dir, &intent.dir.join("root"))
-            .await;
-        if let Some(raw) = &intent.network_config {
-            self.del_unrecorded_network(intent, raw).await;
-        }
-        self.namespaces.unmount(&intent.dir.join("shm"));
-        self.release_pins(&intent.ns_dir);
-        self.remove_cgroup_of_unrecorded(&intent.cgroup_path);
-    }
-
-    /// CNI DEL for a pod whose ADD may have run: it releases the IP and
-    /// the veth. Without the pinned netns, plugins release what they
-    /// allocated and skip the interface (CNI: DEL must tolerate that).
-    async fn del_unrecorded_network(&self, intent: &SandboxIntent, raw: &str) {
-        let network = match NetworkConfigList::from_slice(raw.as_bytes(), Path::new("(intent)")) {
-            Ok(network) => network,
-            Err(err) => {
-                tracing::warn!(sandbox = %intent.id, error = %err, "recovery: saved CNI config");
-                return;
-            }
-        };
-        let pod = self.pod_network(&intent.id, &intent.config, &intent.ns_dir.join("net"));
-        if let Err(err) = self.network.del(&network, &pod, None).await {
-            tracing::warn!(sandbox = %intent.id, error = %err, "recovery: CNI DEL");
-        }
-    }
-
-    /// Kills whatever is in a cgroup no record owns and removes it.
-    fn remove_cgroup_of_unrecorded(&self, path: &str) {
-        let _cgroups = self.lock_cgroups();
-        if !self.cgroups.exists(path) {
-            return;
-        }
-        if let Err(err) = self.cgroups.kill(path) {
-            tracing::warn!(cgroup = %path, error = %err, "recovery: kill cgroup");
-        }
-        if let Err(err) = self.cgroups.remove(path) {
-            tracing::warn!(cgroup = %path, error = %err, "recovery: remove cgroup");
-        }
-    }
-
     /// Unmounts and removes every pin in `ns_dir`, then the dir.
     fn release_pins(&self, ns_dir: &Path) {
         for pin in entries(ns_dir) {
-            self.namespaces.unmount(&pin);
+            if let Err(err) = self.namespaces.unmount(&pin) {
+                tracing::warn!(error = %err, "recovery: releasing a pin");
+            }
         }
         let _ = std::fs::remove_dir(ns_dir);
     }
@@ -125,6 +117,25 @@ impl SandboxManager {
         released
     }
 
+    /// Pod files dirs no sandbox dir names: those of every pod before a
+    /// reboot (the root dir is on disk, the state dir a tmpfs), or of a
+    /// removal cut short after its sandbox dir went.
+    fn remove_unnamed_pod_files(&self) -> usize {
+        let mut removed = 0;
+        for dir in entries(&self.pods_dir) {
+            let named = dir
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|id| self.store.record_dir(id).exists());
+            if !named {
+                tracing::info!(dir = %dir.display(), "recovery: removing pod files no sandbox names");
+                remove_tree(&dir);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// Removes cgroup parents berth made that nothing uses any more.
     pub fn remove_unused_parents(&self) {
         let _cgroups = self.lock_cgroups();
@@ -132,11 +143,4 @@ impl SandboxManager {
             tracing::warn!(error = %err, "removing unused cgroup parents");
         }
     }
-}
-
-/// The entries of `dir`, none if it cannot be read.
-fn entries(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
-        .unwrap_or_default()
 }

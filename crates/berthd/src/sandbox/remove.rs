@@ -1,11 +1,15 @@
 //! RemovePodSandbox.
 
+use super::teardown::Scope;
 use super::{SandboxError, SandboxManager};
 
 impl SandboxManager {
-    /// RemovePodSandbox: stops it if needed, then removes everything it
-    /// owns. Unknown is success.
+    /// RemovePodSandbox: stops it if needed, then tears down everything it
+    /// owns; the record goes last, so a removal cut short is finished by
+    /// the next. Unknown is success. Runs whose undo failed are retried
+    /// here first: kubelet never removes a pod it got no id for.
     pub async fn remove(&self, id: &str) -> Result<(), SandboxError> {
+        self.finish_unfinished_runs().await;
         let Some(handle) = self.find(id)? else {
             return Ok(());
         };
@@ -15,34 +19,8 @@ impl SandboxManager {
         if !self.store.contains(&record.id) {
             return Ok(());
         }
-        if let Some(shm) = &record.shm {
-            self.namespaces.unmount(shm);
-        }
-        for pin in record.namespaces.values() {
-            self.namespaces.unmount(pin);
-        }
-        // Pods with only host namespaces have no pins, but still the dir.
-        let _ = std::fs::remove_dir(self.ns_dir.join(&record.id));
-        {
-            let _cgroups = self.lock_cgroups();
-            self.cgroups
-                .remove(&record.cgroup_path)
-                .map_err(|source| SandboxError::Cgroup {
-                    path: record.cgroup_path.clone(),
-                    source: Box::new(source),
-                })?;
-            if let Err(err) = self.parents.remove_unused_parents() {
-                tracing::warn!(error = %err, "removing unused cgroup parents");
-            }
-        }
-        if let Err(err) = std::fs::remove_dir_all(&record.dir) {
-            if err.kind() != std::io::ErrorKind::NotFound {
-                return Err(SandboxError::io(
-                    format!("sandbox dir {}", record.dir.display()),
-                    err,
-                ));
-            }
-        }
+        let mut journal = self.journal_of(&record)?;
+        self.tear_down(&mut journal, Scope::All).await?;
         self.store.remove(&record.id);
         self.store.release_name(&record.name_key, &record.id);
         Ok(())

@@ -1,19 +1,22 @@
-//! RunPodSandbox: cgroup, namespaces, network and files, each step undone,
-//! in reverse, when a later one fails, so a failed run leaves no namespace,
-//! mount, cgroup or IP behind.
+//! RunPodSandbox: cgroup, namespaces, network and files. Each step's
+//! resource goes into the pod's journal before the step runs; a failed run
+//! is undone by the one teardown (`teardown.rs`), so it leaves no
+//! namespace, mount, cgroup or IP behind, or, if that undo fails too, a
+//! journal that the next RemovePodSandbox or start finishes.
 
 use std::path::{Path, PathBuf};
 
 use berth_cgroups::CgroupLocation;
-use berth_network::cni::{NetworkConfigList, PodNetwork};
+use berth_network::cni::NetworkConfigList;
 use cri_api::v1::{LinuxPodSandboxConfig, NamespaceMode, PodSandboxConfig};
 
 use super::dns::{pod_hostname, write_dns_files};
+use super::journal::{PodJournal, PodResource};
 use super::namespaces::PinRequest;
 use super::store::{SandboxRecord, SandboxState};
+use super::teardown::Scope;
 use super::{namespaces, store, SandboxError, SandboxManager};
 use crate::clock::now_nanos;
-use crate::recovery::intent::{self, SandboxIntent};
 
 /// kubelet gives sandboxes this oom_score_adj (containerd's value); it is
 /// clamped to what berthd itself has, as the host may not allow lower.
@@ -51,22 +54,6 @@ struct Attached {
     config: String,
     /// The CNI result, kept for DEL's `prevResult`.
     result: serde_json::Value,
-}
-
-/// What a failed run has to undo.
-#[derive(Default)]
-struct Undo {
-    name: Option<(String, String)>,
-    /// The parent was ensured: a parent berth created for this pod alone
-    /// goes with it.
-    parent: bool,
-    cgroup: Option<String>,
-    dir: Option<PathBuf>,
-    ns_dir: Option<PathBuf>,
-    pins: Vec<PathBuf>,
-    shm: Option<PathBuf>,
-    infra: Option<store::InfraProcess>,
-    network: Option<(NetworkConfigList, PodNetwork)>,
 }
 
 impl SandboxManager {
@@ -110,12 +97,9 @@ impl SandboxManager {
                 holder,
             });
         }
-        let mut undo = Undo {
-            name: Some((name_key.clone(), id.clone())),
-            ..Default::default()
-        };
+        let mut journal = None;
         match self
-            .set_up(&id, &name_key, runtime_handler, config, &mut undo)
+            .set_up(&id, &name_key, runtime_handler, config, &mut journal)
             .await
         {
             Ok(record) => {
@@ -123,20 +107,29 @@ impl SandboxManager {
                 Ok(id)
             }
             Err(err) => {
-                self.undo(undo).await;
+                if let Some(mut journal) = journal {
+                    if let Err(undo) = self.tear_down(&mut journal, Scope::All).await {
+                        tracing::warn!(sandbox = %id, error = %undo,
+                            "undoing a failed run: finished by the next RemovePodSandbox or start");
+                        self.note_unfinished_run(&id).await;
+                    }
+                }
+                // The name is free either way: what is left has no record
+                // and needs none.
+                self.store.release_name(&name_key, &id);
                 Err(err)
             }
         }
     }
 
-    /// Each step records in `undo` what it made, before the next begins.
+    /// Each step's resource goes into `journal` before the step runs.
     async fn set_up(
         &self,
         id: &str,
         name_key: &str,
         runtime_handler: &str,
         config: PodSandboxConfig,
-        undo: &mut Undo,
+        journal: &mut Option<PodJournal>,
     ) -> Result<SandboxRecord, SandboxError> {
         let linux = config.linux.clone().unwrap_or_default();
         let modes = Modes::of(&linux);
@@ -161,23 +154,16 @@ impl SandboxManager {
         } else {
             None
         };
-        let (dir, ns_dir) = self.make_dirs(id, userns.as_ref().map(|u| u.host_root().1), undo)?;
-        intent::write(
-            &dir,
-            &SandboxIntent {
-                format: intent::FORMAT,
-                id: id.to_string(),
-                cgroup_path: location.path.clone(),
-                dir: dir.clone(),
-                ns_dir: ns_dir.clone(),
-                network_config: network.as_ref().map(|(raw, _)| raw.clone()),
-                config: config.clone(),
-            },
+        let (dir, ns_dir, journal) = self.make_dirs(
+            id,
+            &config,
+            userns.as_ref().map(|u| u.host_root().1),
+            journal,
         )?;
-        self.make_cgroup(&location, undo)?;
+        self.make_cgroup(&location, journal)?;
         let hostname = pod_hostname(&config);
         let request = PinRequest {
-            dir: ns_dir,
+            dir: ns_dir.clone(),
             net: modes.network != NamespaceMode::Node,
             ipc: modes.ipc != NamespaceMode::Node,
             uts: modes.network != NamespaceMode::Node,
@@ -187,12 +173,13 @@ impl SandboxManager {
             infra_root: dir.join("root"),
             userns,
         };
+        journal.append(PodResource::Namespaces {
+            dir: ns_dir,
+            infra_root: request.infra_root.clone(),
+            pins: None,
+        })?;
         let pinned = self.namespaces.pin(&request).await?;
-        undo.pins = pinned.namespaces.values().cloned().collect();
-        let infra = match pinned.infra_pid {
-            Some(pid) => Some(self.adopt_infra(pid, undo)?),
-            None => None,
-        };
+        let infra = self.adopt_infra(&pinned, journal)?;
         let shm = if modes.ipc != NamespaceMode::Node {
             let shm = dir.join("shm");
             // Owned by the pod's root, so root inside owns its /dev/shm.
@@ -203,8 +190,8 @@ impl SandboxManager {
                 }
                 None => SHM_SIZE.to_string(),
             };
+            journal.append(PodResource::Shm { path: shm.clone() })?;
             self.namespaces.mount_shm(&shm, &options)?;
-            undo.shm = Some(shm.clone());
             Some(shm)
         } else {
             None
@@ -219,7 +206,7 @@ impl SandboxManager {
         let network = match network {
             Some(network) => match pinned.namespaces.get("net") {
                 Some(netns) => self
-                    .attach_network(id, &config, netns, network, undo)
+                    .attach_network(id, &config, netns, network, journal)
                     .await
                     .map(Some),
                 None => Err(SandboxError::NetnsNotPinned),
@@ -233,7 +220,9 @@ impl SandboxManager {
         }
         let network = network?;
         let ips = network.as_ref().map(|n| n.ips.clone()).unwrap_or_default();
-        write_dns_files(&dir, &config, &hostname, &ips)?;
+        let files_dir =
+            self.make_files_dir(id, userns.as_ref().map(|u| u.host_root().1), journal)?;
+        write_dns_files(&files_dir, &config, &hostname, &ips)?;
 
         let record = SandboxRecord {
             format: crate::state_store::RECORD_FORMAT,
@@ -244,6 +233,7 @@ impl SandboxManager {
             runtime_handler: runtime_handler.to_string(),
             config,
             dir,
+            files_dir: Some(files_dir),
             namespaces: pinned.namespaces,
             infra,
             // The parent in the driver's own form (a slice name under
@@ -261,7 +251,17 @@ impl SandboxManager {
     }
 
     /// The pod's parent (created if missing), then the sandbox's child.
-    fn make_cgroup(&self, location: &CgroupLocation, undo: &mut Undo) -> Result<(), SandboxError> {
+    fn make_cgroup(
+        &self,
+        location: &CgroupLocation,
+        journal: &mut PodJournal,
+    ) -> Result<(), SandboxError> {
+        journal.append(PodResource::CgroupParent {
+            path: location.parent_path.clone(),
+        })?;
+        journal.append(PodResource::Cgroup {
+            path: location.path.clone(),
+        })?;
         let _cgroups = self.lock_cgroups();
         self.parents
             .ensure(&location.parent_path)
@@ -269,55 +269,107 @@ impl SandboxManager {
                 parent: location.parent_path.clone(),
                 source: Box::new(source),
             })?;
-        undo.parent = true;
         self.cgroups
             .create(&location.path)
             .map_err(|source| SandboxError::Cgroup {
                 path: location.path.clone(),
                 source: Box::new(source),
             })?;
-        undo.cgroup = Some(location.path.clone());
         Ok(())
     }
 
     /// The sandbox's dir (with the infra process's root) and its pins' dir.
-    /// The sandbox's dir comes first: the intent goes there before any
+    /// The sandbox's dir comes first: the journal goes there before any
     /// other side effect, and recovery finds half-made sandboxes by it.
     ///
-    /// The sandbox's dir holds the pod's /dev/shm and its DNS files: root's
-    /// alone (0700), as containerd's, so no host user reaches the pod's
-    /// shared memory. In a pod with its own user namespace its mapped root
-    /// group may search it (0710): the containers' binds of those files are
-    /// made from inside the namespace.
-    fn make_dirs(
+    /// The sandbox's dir holds the pod's /dev/shm: root's alone (0700), as
+    /// containerd's, so no host user reaches the pod's shared memory. In a
+    /// pod with its own user namespace its mapped root group may search it
+    /// (0710): the containers' binds are made from inside the namespace.
+    fn make_dirs<'j>(
         &self,
         id: &str,
+        config: &PodSandboxConfig,
         userns_gid: Option<u32>,
-        undo: &mut Undo,
-    ) -> Result<(PathBuf, PathBuf), SandboxError> {
+        journal: &'j mut Option<PodJournal>,
+    ) -> Result<(PathBuf, PathBuf, &'j mut PodJournal), SandboxError> {
         let dir = self.store.record_dir(id);
         let ns_dir = self.ns_dir.join(id);
         std::fs::create_dir_all(dir.join("root"))
             .map_err(|err| SandboxError::io("sandbox dir", err))?;
-        undo.dir = Some(dir.clone());
+        // A dir without a journal is empty but for `root`: if the journal
+        // cannot be written, the dir goes now (and recovery removes one
+        // left by a crash).
+        let made = match PodJournal::create(&dir, id, config) {
+            Ok(made) => journal.insert(made),
+            Err(err) => {
+                crate::recovery::remove_tree(&dir);
+                return Err(err.into());
+            }
+        };
         restrict_dir(&dir, userns_gid).map_err(|err| SandboxError::io("sandbox dir", err))?;
+        made.append(PodResource::NamespaceDir {
+            path: ns_dir.clone(),
+        })?;
         std::fs::create_dir_all(&ns_dir).map_err(|err| SandboxError::io("namespace dir", err))?;
-        undo.ns_dir = Some(ns_dir.clone());
         restrict_dir(&ns_dir, userns_gid).map_err(|err| SandboxError::io("namespace dir", err))?;
-        Ok((dir, ns_dir))
+        Ok((dir, ns_dir, made))
     }
 
-    /// The infra process berth-pinns started: identified (so a reused pid
-    /// is never killed), its OOM score set. [`SandboxManager::join_cgroup`]
-    /// moves it into the sandbox's cgroup.
-    fn adopt_infra(&self, pid: i32, undo: &mut Undo) -> Result<store::InfraProcess, SandboxError> {
-        let infra = self
+    /// The pod's dir for its hostname, hosts and resolv.conf, under the
+    /// root dir: on disk, as containers in a user namespace bind them
+    /// idmapped and kernels before 6.3 cannot idmap the state dir's tmpfs.
+    /// Journaled before it is made, so every teardown removes it; one a
+    /// reboot's empty state dir no longer names is swept by recovery.
+    fn make_files_dir(
+        &self,
+        id: &str,
+        userns_gid: Option<u32>,
+        journal: &mut PodJournal,
+    ) -> Result<PathBuf, SandboxError> {
+        let dir = self.pods_dir.join(id);
+        journal.append(PodResource::PodFiles { dir: dir.clone() })?;
+        std::fs::create_dir_all(&dir).map_err(|err| SandboxError::io("pod files dir", err))?;
+        restrict_dir(&dir, userns_gid).map_err(|err| SandboxError::io("pod files dir", err))?;
+        Ok(dir)
+    }
+
+    /// What berth-pinns made, into the journal in one write: its pins and
+    /// the infra process it started, identified (so a reused pid is never
+    /// killed), its OOM score set. [`SandboxManager::join_cgroup`] moves
+    /// it into the sandbox's cgroup.
+    fn adopt_infra(
+        &self,
+        pinned: &namespaces::Pinned,
+        journal: &mut PodJournal,
+    ) -> Result<Option<store::InfraProcess>, SandboxError> {
+        let infra = pinned
+            .infra_pid
+            .map(|pid| {
+                self.namespaces
+                    .identify(pid)
+                    .ok_or(SandboxError::InfraVanished { pid })
+            })
+            .transpose();
+        let pins = pinned
             .namespaces
-            .identify(pid)
-            .ok_or(SandboxError::InfraVanished { pid })?;
-        undo.infra = Some(infra.clone());
-        self.namespaces
-            .clamp_oom_score_adj(pid, SANDBOX_OOM_SCORE_ADJ);
+            .iter()
+            .map(|(kind, path)| (kind.clone(), path.clone()))
+            .collect();
+        let identified = infra.as_ref().ok().cloned().flatten();
+        journal.change(|entries| {
+            if let Some(PodResource::Namespaces { pins: made, .. }) = entries.last_mut() {
+                *made = Some(pins);
+            }
+            if let Some(process) = identified {
+                entries.push(PodResource::Infra { process });
+            }
+        })?;
+        let infra = infra?;
+        if let Some(infra) = &infra {
+            self.namespaces
+                .clamp_oom_score_adj(infra.pid, SANDBOX_OOM_SCORE_ADJ);
+        }
         Ok(infra)
     }
 
@@ -356,9 +408,14 @@ impl SandboxManager {
         config: &PodSandboxConfig,
         netns: &Path,
         (raw, network): (String, NetworkConfigList),
-        undo: &mut Undo,
+        journal: &mut PodJournal,
     ) -> Result<Attached, SandboxError> {
         let pod = self.pod_network(id, config, netns);
+        journal.append(PodResource::Network {
+            config: raw.clone(),
+            netns: netns.to_path_buf(),
+            result: None,
+        })?;
         let result =
             self.network
                 .add(&network, &pod)
@@ -367,50 +424,16 @@ impl SandboxManager {
                     network: network.name.clone(),
                     source: Box::new(source),
                 })?;
-        undo.network = Some((network, pod));
+        journal.change(|entries| {
+            if let Some(PodResource::Network { result: kept, .. }) = entries.last_mut() {
+                *kept = Some(result.raw.clone());
+            }
+        })?;
         Ok(Attached {
             ips: result.ips.iter().map(|ip| ip.to_string()).collect(),
             config: raw,
             result: result.raw,
         })
-    }
-
-    /// Reverses whatever a failed run did, in reverse order.
-    async fn undo(&self, undo: Undo) {
-        if let Some((network, pod)) = &undo.network {
-            if let Err(err) = self.network.del(network, pod, None).await {
-                tracing::warn!(sandbox = %pod.sandbox_id, error = %err, "undo: CNI DEL");
-            }
-        }
-        if let Some(shm) = &undo.shm {
-            self.namespaces.unmount(shm);
-        }
-        if let Some(infra) = &undo.infra {
-            self.namespaces.kill_and_wait(infra).await;
-        }
-        for pin in &undo.pins {
-            self.namespaces.unmount(pin);
-        }
-        if let Some(ns_dir) = &undo.ns_dir {
-            let _ = std::fs::remove_dir(ns_dir);
-        }
-        if let Some(dir) = &undo.dir {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        if undo.parent || undo.cgroup.is_some() {
-            let _cgroups = self.lock_cgroups();
-            if let Some(path) = &undo.cgroup {
-                if let Err(err) = self.cgroups.remove(path) {
-                    tracing::warn!(cgroup = %path, error = %err, "undo: remove cgroup");
-                }
-            }
-            if let Err(err) = self.parents.remove_unused_parents() {
-                tracing::warn!(error = %err, "undo: remove unused cgroup parents");
-            }
-        }
-        if let Some((name, id)) = &undo.name {
-            self.store.release_name(name, id);
-        }
     }
 }
 

@@ -41,8 +41,14 @@ pub struct SandboxRecord {
     /// The `PodSandboxConfig` as received (on disk: protobuf, then base64).
     #[serde(with = "crate::state_store::proto_base64")]
     pub config: PodSandboxConfig,
-    /// This sandbox's directory: DNS files, shm, the infra process's root.
+    /// This sandbox's directory: shm, the infra process's root (and the
+    /// pod's files, for a pod an older berthd ran: see `files_dir`).
     pub dir: PathBuf,
+    /// Where the pod's hostname, hosts and resolv.conf are: its dir under
+    /// the root dir (`<root_dir>/pods/<id>`); `None` in a record an older
+    /// berthd wrote, whose files are in `dir`.
+    #[serde(default)]
+    pub files_dir: Option<PathBuf>,
     /// Pinned namespace files, by kind (`net`, `ipc`, `uts`, `pid`).
     pub namespaces: HashMap<String, PathBuf>,
     pub infra: Option<InfraProcess>,
@@ -72,6 +78,11 @@ impl SandboxRecord {
             }
             (state, _) => *state,
         }
+    }
+
+    /// The directory of the pod's hostname, hosts and resolv.conf.
+    pub fn files_dir(&self) -> &std::path::Path {
+        self.files_dir.as_deref().unwrap_or(&self.dir)
     }
 }
 
@@ -115,6 +126,7 @@ mod tests {
                 ..Default::default()
             },
             dir: PathBuf::new(),
+            files_dir: None,
             namespaces: HashMap::new(),
             infra: None,
             cgroup_parent: "/berth".into(),

@@ -12,6 +12,7 @@ use cri_api::v1::{
 use tonic::Status;
 
 use super::CriService;
+use crate::cgroup_reading::{read_cgroup, Reading};
 use crate::clock::now_nanos;
 use crate::container::rootfs::RootfsPaths;
 use crate::container::store::ContainerRecord;
@@ -25,12 +26,6 @@ use crate::proc_counts::{self, ProcessCounts};
 /// one after another, 500 pods took 200 ms of mostly hand-offs. Bounded, so
 /// a large node does not fill the blocking pool.
 pub(super) const READS_AT_ONCE: usize = 8;
-
-/// One reading of a cgroup, with when it was taken.
-pub(super) struct Reading {
-    pub at: i64,
-    pub stats: Option<CgroupStats>,
-}
 
 /// One container's stats, and what they were made from.
 pub(super) struct ContainerUsage {
@@ -204,20 +199,6 @@ impl CriService {
             swap,
             io,
         }
-    }
-}
-
-/// Reads the cgroup at `path` now; no path or no cgroup is no stats.
-pub(super) fn read_cgroup(
-    cgroups: &dyn berth_cgroups::CgroupManager,
-    path: Option<&str>,
-) -> Reading {
-    let stats = path
-        .and_then(|path| cgroups.stats_dirs(path).ok())
-        .and_then(|dirs| berth_cgroups::stats::read(&dirs).ok());
-    Reading {
-        at: now_nanos(),
-        stats,
     }
 }
 

@@ -6,6 +6,7 @@
 use tonic::{Code, Status};
 
 use crate::container::ContainerError;
+use crate::pod::PodError;
 use crate::pod_checkpoint::PodCheckpointError;
 use crate::sandbox::SandboxError;
 
@@ -75,6 +76,7 @@ fn container_code(err: &ContainerError) -> Code {
         | Io { .. }
         | State(_)
         | Intent(_)
+        | Journal(_)
         | Task { .. } => Code::Internal,
     }
 }
@@ -96,6 +98,15 @@ fn log_dir_code(err: &std::io::Error) -> Code {
 impl From<SandboxError> for Status {
     fn from(err: SandboxError) -> Self {
         sandbox_code(&err).with(&err)
+    }
+}
+
+impl From<PodError> for Status {
+    fn from(err: PodError) -> Self {
+        match err {
+            PodError::Container(err) => err.into(),
+            PodError::Sandbox(err) => err.into(),
+        }
     }
 }
 
@@ -146,7 +157,10 @@ fn sandbox_code(err: &SandboxError) -> Code {
         | SavedCniConfig { .. }
         | Io { .. }
         | State(_)
-        | Intent(_) => Code::Internal,
+        | Intent(_)
+        | Journal(_)
+        | ForeignJournal { .. }
+        | Unmount { .. } => Code::Internal,
     }
 }
 

@@ -11,7 +11,27 @@ use tokio::sync::mpsc;
 use super::CriService;
 use crate::clock::now_nanos;
 use crate::container::store::ContainerRecord;
+use crate::pod::{Lifecycle, PodEvents};
 use crate::sandbox::store::SandboxState;
+
+/// The pod layer's moves as CRI events.
+#[async_trait::async_trait]
+impl PodEvents for CriService {
+    async fn emit(&self, id: &str, sandbox_id: &str, what: Lifecycle) {
+        match what {
+            Lifecycle::Created => {
+                self.emit_container_event(id, sandbox_id, ContainerEventType::ContainerCreatedEvent)
+                    .await
+            }
+            Lifecycle::Started => {
+                self.emit_container_event(id, sandbox_id, ContainerEventType::ContainerStartedEvent)
+                    .await
+            }
+            Lifecycle::Stopped => self.emit_stopped(id, sandbox_id).await,
+            Lifecycle::Removed => self.emit_removed(id, sandbox_id).await,
+        }
+    }
+}
 
 impl CriService {
     /// Emits a container event (if it follows the container's last one).

@@ -4,7 +4,8 @@
 //! `serve_<rpc>` handler; `runtime_service.rs` and `image_service.rs` only
 //! route the generated traits to them. The other files are what several
 //! handlers share: `lifecycle_events.rs` (emitting events),
-//! `streaming.rs` (Exec/Attach/PortForward checks), `pod_members.rs`,
+//! `streaming.rs` (Exec/Attach/PortForward checks), `pod_members.rs` (the
+//! pod layer, `crate::pod`, over the context),
 //! `cadvisor_metrics.rs` (usage as cadvisor metrics).
 
 mod cadvisor_metrics;
@@ -20,6 +21,8 @@ mod container_status;
 mod container_stop;
 mod errors;
 mod exec_sync;
+#[cfg(test)]
+mod fake_service;
 mod filters;
 mod get_container_events;
 mod image_fs_info;
@@ -36,6 +39,8 @@ mod list_metric_descriptors;
 mod list_pod_sandbox;
 mod list_pod_sandbox_metrics;
 mod list_pod_sandbox_stats;
+#[cfg(test)]
+mod pod_handler_tests;
 mod pod_members;
 mod reopen_container_log;
 mod restore_pod;

@@ -1,12 +1,12 @@
 //! `RestorePod` (KEP-5823): a new pod from a pod checkpoint
-//! (`crate::pod_checkpoint`), its containers created; StartContainer
-//! restores each one's processes.
+//! (`crate::pod`, `crate::pod_checkpoint`), its containers created;
+//! StartContainer restores each one's processes.
 
-use cri_api::v1::{ContainerEventType, RestorePodRequest, RestorePodResponse, RestoredContainer};
+use cri_api::v1::{RestorePodRequest, RestorePodResponse, RestoredContainer};
 use tonic::Status;
 
 use super::{require, to_completion, CriService};
-use crate::pod_checkpoint::{self, RestorePod};
+use crate::pod_checkpoint::RestorePod;
 
 impl CriService {
     pub(super) async fn serve_restore_pod(
@@ -24,37 +24,20 @@ impl CriService {
                 Status::invalid_argument(format!("container_configs[{i}]: {}", status.message()))
             })?;
         }
-        let containers = self.context().containers.clone();
+        let pods = self.pods();
+        // The pod layer emits the pod's and its containers' events.
         let restored = to_completion(async move {
-            pod_checkpoint::restore(
-                &containers,
-                RestorePod {
-                    checkpoint_path: &request.checkpoint_path,
-                    config: &config,
-                    runtime_handler: &request.runtime_handler,
-                    options: &request.options,
-                    container_configs: &request.container_configs,
-                },
-            )
+            pods.restore(RestorePod {
+                checkpoint_path: &request.checkpoint_path,
+                config: &config,
+                runtime_handler: &request.runtime_handler,
+                options: &request.options,
+                container_configs: &request.container_configs,
+            })
             .await
             .map_err(Status::from)
         })
         .await?;
-        for kind in [
-            ContainerEventType::ContainerCreatedEvent,
-            ContainerEventType::ContainerStartedEvent,
-        ] {
-            self.emit_sandbox_event(&restored.pod_sandbox_id, kind)
-                .await;
-        }
-        for (_, id) in &restored.containers {
-            self.emit_container_event(
-                id,
-                &restored.pod_sandbox_id,
-                ContainerEventType::ContainerCreatedEvent,
-            )
-            .await;
-        }
         Ok(RestorePodResponse {
             pod_sandbox_id: restored.pod_sandbox_id,
             restored_containers: restored

@@ -1,26 +1,20 @@
-//! `PodSandboxStats`, and how a pod's usage is read (the list and the
-//! metrics share it).
-//!
-//! A pod's usage is the sum of its sandbox cgroup (the infra process) and
-//! its containers' cgroups, which are siblings under the pod's parent: the
-//! parent itself may be shared by many pods (berth's default parent).
-//! Pressure cannot be summed: it is read from the parent when the parent
-//! is the pod's own (kubelet's pod cgroup), and is absent otherwise.
+//! `PodSandboxStats`, and a pod's usage as CRI messages (the list and the
+//! metrics share it): its containers' stats as `ContainerStats` makes
+//! them, and the pod's own readings from the pod layer (`crate::pod`).
 
 use std::collections::HashMap;
 
-use berth_cgroups::stats::CgroupStats;
 use cri_api::v1::{
     LinuxPodSandboxStats, NetworkInterfaceUsage, NetworkUsage, PodSandboxAttributes,
     PodSandboxStats, PodSandboxStatsRequest, PodSandboxStatsResponse, ProcessUsage, UInt64Value,
 };
 use tonic::Status;
 
-use super::container_stats::{read_cgroup, CgroupSample, ReadFor, Reading};
+use super::container_stats::{CgroupSample, ReadFor};
 use super::CriService;
-use crate::clock::now_nanos;
 use crate::net_stats::{InterfaceCounters, NetCounters};
-use crate::sandbox::store::{SandboxRecord, SandboxState};
+pub(super) use crate::pod::NetSample;
+use crate::sandbox::store::SandboxRecord;
 
 impl CriService {
     pub(super) async fn serve_pod_sandbox_stats(
@@ -60,7 +54,8 @@ impl CriService {
             container_cgroups.extend(usage.sample.cgroup.clone());
             samples.insert(container.id.clone(), usage.sample);
         }
-        let reading = self.pod_reading(record, container_cgroups).await;
+        let pods = self.pods();
+        let reading = pods.cgroup_reading(record, container_cgroups).await;
         let usage = self.usage_messages(&record.id, &reading);
         let process = reading
             .stats
@@ -72,19 +67,7 @@ impl CriService {
                     value: pids.current,
                 }),
             });
-        let network = match (&record.state, record.namespaces.get("net")) {
-            (SandboxState::Ready, Some(netns)) => match crate::net_stats::read(netns).await {
-                Ok(counters) => Some(NetSample {
-                    at: now_nanos(),
-                    counters,
-                }),
-                Err(err) => {
-                    tracing::debug!(sandbox = %record.id, error = %err, "pod network stats");
-                    None
-                }
-            },
-            _ => None,
-        };
+        let network = pods.network(record).await;
         let config = record.config.clone();
         let stats = PodSandboxStats {
             attributes: Some(PodSandboxAttributes {
@@ -117,44 +100,6 @@ impl CriService {
             containers: samples,
         }
     }
-
-    /// The sandbox cgroup's reading plus its containers' (already read
-    /// for their own stats), with the pressure of the pod's own parent.
-    async fn pod_reading(&self, record: &SandboxRecord, containers: Vec<CgroupStats>) -> Reading {
-        let sandboxes = &self.context().sandboxes;
-        let own_parent = (record.cgroup_parent != sandboxes.default_parent)
-            .then(|| berth_cgroups::parent_path(sandboxes.driver, &record.cgroup_parent).ok())
-            .flatten();
-        let path = record.cgroup_path.clone();
-        let cgroups = self.context().containers.cgroups.clone();
-        let summed = tokio::task::spawn_blocking(move || {
-            let reading = read_cgroup(cgroups.as_ref(), Some(&path));
-            let mut sum: Option<CgroupStats> = None;
-            for stats in reading.stats.iter().chain(&containers) {
-                sum.get_or_insert_with(CgroupStats::default)
-                    .accumulate(stats);
-            }
-            if let (Some(sum), Some(parent)) = (sum.as_mut(), own_parent) {
-                // Only the pressure files: the parent's usage is the sum
-                // above already.
-                sum.pressure = match cgroups.stats_dirs(&parent) {
-                    Ok(berth_cgroups::stats::StatsDirs::V2 { dir }) => {
-                        berth_cgroups::stats::pressure::read(&dir)
-                    }
-                    _ => None,
-                };
-            }
-            Reading {
-                at: reading.at,
-                stats: sum,
-            }
-        })
-        .await;
-        summed.unwrap_or_else(|_| Reading {
-            at: now_nanos(),
-            stats: None,
-        })
-    }
 }
 
 /// A pod's CRI stats, and the readings they were made of, which its
@@ -167,12 +112,6 @@ pub(super) struct PodUsage {
     pub network: Option<NetSample>,
     /// Each container's reading, by container id.
     pub containers: HashMap<String, CgroupSample>,
-}
-
-/// A pod's network counters and when they were read.
-pub(super) struct NetSample {
-    pub at: i64,
-    pub counters: NetCounters,
 }
 
 fn interface_usage(counters: &InterfaceCounters) -> NetworkInterfaceUsage {

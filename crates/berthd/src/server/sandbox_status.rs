@@ -27,6 +27,7 @@ impl CriService {
                 "cgroupPath": record.cgroup_path,
                 "cgroupParent": record.cgroup_parent,
                 "dir": record.dir,
+                "filesDir": record.files_dir(),
                 "cniResult": record.cni_result,
             });
             info.insert("info".to_string(), verbose.to_string());
