@@ -1,7 +1,9 @@
 //! A stalled shim is its own container's problem only: with one shim
 //! SIGSTOPped, the other pod's status, the lists and the stats answer, and
-//! so does the stalled container's own status; also right after a berthd
-//! restart, when berthd has no state of the stalled container kept.
+//! so does the stalled container's own status, running as last known (not
+//! unknown, which kubelet would answer with a kill and a restart); also
+//! right after a berthd restart, when berthd has no state of the stalled
+//! container kept and answers from its record.
 
 use std::future::Future;
 use std::time::Duration;
@@ -66,9 +68,11 @@ async fn the_node_answers(harness: &Harness, stalled: &str, other: &str) {
     .into_inner()
     .containers;
     for id in [stalled, other] {
-        assert!(
-            listed.iter().any(|c| c.id == id),
-            "{id} not listed: {listed:?}"
+        let found = listed.iter().find(|c| c.id == id);
+        assert_eq!(
+            found.map(|c| c.state),
+            Some(ContainerState::ContainerRunning as i32),
+            "{id} not listed running: {listed:?}"
         );
     }
 
@@ -91,8 +95,8 @@ async fn the_node_answers(harness: &Harness, stalled: &str, other: &str) {
     .stats;
     assert_eq!(pods.len(), 2, "{pods:?}");
 
-    // The stalled container's own status answers too (what it can say of a
-    // shim that does not answer is the test's to print, not to pin).
+    // The stalled container's own status answers too, with the state it
+    // was last known in and when it started.
     let own = answered(
         "the stalled container's own status",
         client.container_status(ContainerStatusRequest {
@@ -105,10 +109,12 @@ async fn the_node_answers(harness: &Harness, stalled: &str, other: &str) {
     .into_inner()
     .status
     .expect("status");
-    eprintln!(
-        "the stalled container is reported {:?}",
-        ContainerState::try_from(own.state)
+    assert_eq!(
+        ContainerState::try_from(own.state),
+        Ok(ContainerState::ContainerRunning),
+        "{own:?}"
     );
+    assert!(own.started_at > 0, "{own:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -46,7 +46,7 @@ use berth_spec::CgroupFeatures;
 pub use self::checkpoint::archive_path;
 pub use self::error::ContainerError;
 use self::host::{RootfsMounts, Shims};
-use self::store::{ContainerRecord, ContainerStore};
+use self::store::{ContainerRecord, ContainerStore, StartMark};
 use crate::sandbox::SandboxManager;
 
 /// Everything containers need from the daemon.
@@ -113,9 +113,12 @@ impl ContainerManager {
     /// ask the shim.
     ///
     /// A shim that does not answer within [`REPORT_WAIT`] (stopped, hung)
-    /// is reported unknown, not waited on for the 30 s a shim call may
-    /// take: kubelet's relists, status and events must not stall on one
-    /// container, also when nothing is kept of it (after a berthd restart).
+    /// is not waited on for the 30 s a shim call may take: kubelet's
+    /// relists, status and events must not stall on one container, also
+    /// when nothing is kept of it (after a berthd restart). Its container
+    /// is then reported as last known on disk ([`Self::last_known`]), not
+    /// unknown: kubelet kills and restarts a container it sees unknown, and
+    /// a slow shim on a loaded node must not cost a healthy workload that.
     pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
         let dir = &record.shim_dir;
         if let Some(state) = self.states.get(dir) {
@@ -124,11 +127,13 @@ impl ContainerManager {
         let epoch = self.states.epoch();
         let watch = self.shims.watch(dir);
         let Ok(state) = tokio::time::timeout(REPORT_WAIT, self.shims.state(dir)).await else {
+            let known = last_known(record, self.shims.exited(dir));
             tracing::warn!(
                 container = %record.id,
-                "its shim did not answer within {REPORT_WAIT:?}: reported unknown"
+                state = ?known.as_ref().map(|state| state.status),
+                "its shim did not answer within {REPORT_WAIT:?}: reported as last known"
             );
-            return None;
+            return known;
         };
         if let Some(state) = &state {
             self.states.store(dir, epoch, state, watch);
@@ -196,6 +201,40 @@ impl ContainerManager {
 
     pub(crate) async fn is_running(&self, record: &ContainerRecord) -> bool {
         matches!(self.shims.state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
+    }
+}
+
+/// A container's state from what berthd keeps on disk, for a shim that
+/// does not answer: the exit its shim wrote if there is one, else started
+/// or created as StartContainer left the record. None (unknown) only for a
+/// record that never kept its start (written before starts were kept).
+/// containerd answers the same from its own store.
+fn last_known(record: &ContainerRecord, exit: Option<StateInfo>) -> Option<StateInfo> {
+    let started_at = match &record.start {
+        StartMark::Started(at) => Some(at.clone()),
+        StartMark::NotStarted | StartMark::Unrecorded => None,
+    };
+    let known = |status| StateInfo {
+        id: record.id.clone(),
+        status,
+        pid: record.pid,
+        created_at: String::new(),
+        started_at: started_at.clone(),
+        exit_code: None,
+        exited_at: None,
+        oom_killed: false,
+        unknown: false,
+    };
+    match (exit, &record.start) {
+        (Some(exit), _) => Some(StateInfo {
+            id: record.id.clone(),
+            pid: record.pid,
+            started_at: exit.started_at.clone().or_else(|| started_at.clone()),
+            ..exit
+        }),
+        (None, StartMark::Started(_)) => Some(known(RunState::Running)),
+        (None, StartMark::NotStarted) => Some(known(RunState::Created)),
+        (None, StartMark::Unrecorded) => None,
     }
 }
 
