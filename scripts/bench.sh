@@ -35,7 +35,8 @@
 #      runtime, kubelet's stats RPCs (ListPodSandboxStats,
 #      ListContainerStats, ListPodSandboxMetrics; ListContainers and
 #      ListPodSandbox for reference) one after another, each until its
-#      calls took 60 s in all at most: p50/p99 per RPC;
+#      calls took 60 s in all at most: p50/p99 per RPC; before them, each
+#      daemon's cpu time over 30 s without calls (20 in quick mode);
 #   8. a stalled shim: with 110 of them running, one container's shim
 #      SIGSTOPped (berth: the berth-shim of its pid file; containerd: the
 #      pod's containerd-shim-runc-v2), then separately that container frozen
@@ -88,7 +89,7 @@ if [[ "$MODE" == quick ]]; then
   CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=1
   MANY_IMAGES=30 LIST_N=10
   SCALE_LEVELS=(0 20 50) SCALE_N=3
-  STATS_LEVELS=(20 50) STATS_N=20
+  STATS_LEVELS=(20 50) STATS_N=20 IDLE_SECONDS=20
   STALL_LEVEL=20 STALL_ROUNDS=20
 else
   REPS="${BENCH_REPS:-3}"
@@ -97,7 +98,7 @@ else
   CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=3
   MANY_IMAGES=100 LIST_N=20
   SCALE_LEVELS=(0 100 500) SCALE_N=5
-  STATS_LEVELS=(110 250) STATS_N=50
+  STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
   STALL_LEVEL=110 STALL_ROUNDS=10
 fi
 WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8} "
@@ -494,6 +495,24 @@ stall() {
   ((status == 0)) || die "polling with a stalled $kind in $rt failed"
 }
 
+# idle_cpu LEVEL: each daemon's cpu time over IDLE_SECONDS with LEVEL pods
+# running and no calls (berthd's stats sampler runs meanwhile; its period is
+# 10 s by default, so the window holds a few of its passes), in ms per s.
+idle_cpu() {
+  local rt hz
+  hz="$(getconf CLK_TCK)"
+  declare -A before
+  for rt in containerd berth; do
+    before[$rt]="$(awk '{ print $14 + $15 }' "/proc/${DAEMON[$rt]}/stat")"
+  done
+  sleep "$IDLE_SECONDS"
+  for rt in containerd berth; do
+    awk -v rt="$rt" -v level="$1" -v before="${before[$rt]}" -v hz="$hz" -v secs="$IDLE_SECONDS" \
+      '{ printf "{\"runtime\":\"%s\",\"metric\":\"stats/%s/daemon cpu, idle (ms per s)\",\"unit\":\"ms\",\"samples\":[%.3f]}\n",
+           rt, level, ($14 + $15 - before) * 1000 / hz / secs }' "/proc/${DAEMON[$rt]}/stat" >>"$RESULTS"
+  done
+}
+
 # The levels of other pods: those of workload 6, and those 7 and 8 want.
 LEVELS=()
 want 6 && LEVELS+=("${SCALE_LEVELS[@]}")
@@ -521,6 +540,8 @@ for level in "${LEVELS[@]}"; do
     done
   fi
   if want 7 && in_list "$level" "${STATS_LEVELS[@]}"; then
+    log "stats with $level pods: each daemon's cpu over ${IDLE_SECONDS}s without calls"
+    idle_cpu "$level"
     for ((rep = 0; rep < REPS; rep++)); do
       for rt in $(order "$rep"); do
         log "stats with $level pods, $rt, repetition $((rep + 1))/$REPS"

@@ -32,6 +32,8 @@ RULES = [
     (r"^memory/", ("mean",), "Memory (MiB)"),
     (r"^image/", ("mean", "p95"), "Images (ms)"),
     (r"^scale/", ("mean",), "Scaling: lifecycle with other pods running (ms)"),
+    (r"^stats/.*/daemon cpu", ("mean",),
+     "Stats at scale: kubelet's stats RPCs with N pods in each runtime (ms)"),
     (r"^stats/", ("p50", "p99"), "Stats at scale: kubelet's stats RPCs with N pods in each runtime (ms)"),
     (r"^stall/.*/timeouts$", ("sum",), "A stalled shim or frozen container: the other pods polled (ms)"),
     (r"^stall/.*/own ", ("mean",), "A stalled shim or frozen container: the other pods polled (ms)"),
