@@ -30,9 +30,24 @@
 #   6. lifecycle latency with 0, 100 and 500 other pods running, in both
 #      runtimes at once, then in berth alone with its 500 (containerd's
 #      pods removed and containerd stopped); each level is measured once
-#      the machine is quiet again (settle).
-# Quick mode uses fewer repetitions, fewer stored images and fewer other pods;
-# the table's header says which counts it used.
+#      the machine is quiet again (settle);
+#   7. stats at scale: with 110 and 250 of those pods running in each
+#      runtime, kubelet's stats RPCs (ListPodSandboxStats,
+#      ListContainerStats, ListPodSandboxMetrics; ListContainers and
+#      ListPodSandbox for reference) one after another, each until its
+#      calls took 60 s in all at most: p50/p99 per RPC; before them, each
+#      daemon's cpu time over 30 s without calls (20 in quick mode);
+#   8. a stalled shim: with 110 of them running, one container's shim
+#      SIGSTOPped (berth: the berth-shim of its pid file; containerd: the
+#      pod's containerd-shim-runc-v2), then separately that container frozen
+#      in its cgroup (v1 freezer or v2 cgroup.freeze), while every other
+#      pod's ContainerStatus, ListContainers and ListContainerStats are
+#      polled: p50/p99 against the same poll just before, and how long the
+#      stalled container's own ContainerStatus takes and what it says. The
+#      shim is continued and the cgroup thawed right after (and on exit).
+# Quick mode uses fewer repetitions, fewer stored images and fewer other pods
+# (stats with 20 and 50, the stall with 20); the table's header says which
+# counts it used.
 #
 # It installs what is missing (scripts/install-deps.sh; containerd, ctr, the
 # shim and runc by building them once into /usr/local/lib/berth-containerd/
@@ -43,7 +58,10 @@
 # unmounts what is left under its work dir, and deletes its bridge.
 #
 # Environment: CARGO_TARGET_DIR (default ~/.cache/berth/target),
-# BENCH_OUT (also write the table there), BENCH_REPS (repetitions).
+# BENCH_OUT (also write the table there), BENCH_REPS (repetitions),
+# BENCH_WORKLOADS (the workloads to run, e.g. "6 7 8"; default all; 3 and 4
+# run together, and 7 and 8 use 6's pods, which run even when 6 is left out),
+# BENCH_SETTLE_SECONDS (the most a settle waits for a quiet machine, 120).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -71,6 +89,8 @@ if [[ "$MODE" == quick ]]; then
   CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=1
   MANY_IMAGES=30 LIST_N=10
   SCALE_LEVELS=(0 20 50) SCALE_N=3
+  STATS_LEVELS=(20 50) STATS_N=20 IDLE_SECONDS=20
+  STALL_LEVEL=20 STALL_ROUNDS=20
 else
   REPS="${BENCH_REPS:-3}"
   CRITEST_N=20 CRITEST_IMAGES_N=10
@@ -78,7 +98,19 @@ else
   CONC_PODS=50 CONC_CLIENTS=8 CONC_REPS=3
   MANY_IMAGES=100 LIST_N=20
   SCALE_LEVELS=(0 100 500) SCALE_N=5
+  STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
+  STALL_LEVEL=110 STALL_ROUNDS=10
 fi
+WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8} "
+# want N: whether workload N runs.
+want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
+# in_list X LIST...: whether X is one of LIST.
+in_list() {
+  local x="$1" y
+  shift
+  for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done
+  return 1
+}
 MEM_LEVELS=(10 "$CONC_PODS")
 
 REGISTRY_ADDR=127.0.0.1:5070
@@ -131,6 +163,8 @@ RESULTS="$work/results.jsonl"
 : >"$RESULTS"
 declare -A SOCK=([berth]="$work/berth/berth.sock" [containerd]="$work/containerd/containerd.sock")
 berthd_pid=""
+# Under every cgroup hierarchy: the parents of workloads 6-8's pods.
+CGROUP_ROOT="/berth-bench-$$"
 
 # mounts_under DIR: mount points at or below DIR, deepest first.
 mounts_under() {
@@ -144,6 +178,8 @@ cleanup() {
   trap - EXIT INT TERM
   set +e
   log "cleaning up"
+  # Never leave a shim stopped or a container frozen.
+  declare -F resume >/dev/null && resume
   if [[ -n "$berthd_pid" ]] && kill -0 "$berthd_pid" 2>/dev/null; then
     # Pods outlive berthd by design: remove them through it (CNI DEL) first.
     timeout 600 crictl --runtime-endpoint "unix://${SOCK[berth]}" --timeout 60s \
@@ -166,6 +202,12 @@ cleanup() {
     done < <(mounts_under "$work")
   done
   ip link del "$BRIDGE" 2>/dev/null
+  # The pods' cgroup parents (made by the runtimes under CGROUP_ROOT),
+  # empty once the pods are gone.
+  local root
+  for root in /sys/fs/cgroup"$CGROUP_ROOT" /sys/fs/cgroup/*"$CGROUP_ROOT"; do
+    [[ -d "$root" ]] && find "$root" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
   if [[ "$KEEP" == 1 ]]; then
     log "work dir kept: $work"
   else
@@ -186,11 +228,13 @@ BERTH_IMAGES_WORKDIR="$work/images" bash "$repo/scripts/images/build.sh" "$REGIS
   tail -n 40 "$work/images.log" >&2
   die "building the stand-in images failed"
 }
-bash "$repo/scripts/bench/multilayer.sh" "$work/images" "$REGISTRY" >>"$work/images.log" 2>&1 || {
-  tail -n 20 "$work/images.log" >&2
-  die "building the multi-layer image failed"
-}
-"$PY" "$repo/scripts/bench/many_images.py" "$REGISTRY" "$MANY_IMAGES" "$work/many.txt"
+if want 5; then
+  bash "$repo/scripts/bench/multilayer.sh" "$work/images" "$REGISTRY" >>"$work/images.log" 2>&1 || {
+    tail -n 20 "$work/images.log" >&2
+    die "building the multi-layer image failed"
+  }
+  "$PY" "$repo/scripts/bench/many_images.py" "$REGISTRY" "$MANY_IMAGES" "$work/many.txt"
+fi
 rm -rf "$work/images"
 MULTILAYER_IMAGE="$REGISTRY/bench/multilayer:1"
 
@@ -234,17 +278,24 @@ client() {
   shift
   "$CLIENT" --socket "${SOCK[$rt]}" --runtime "$rt" --out "$RESULTS" "$@"
 }
-pod_args() { echo --image "$WORKLOAD_IMAGE" --log-root "$work/logs/$1" --tag "$2"; }
+# pod_args RUNTIME TAG: the pods of workloads 6-8 (tag bg) get a cgroup
+# parent each under CGROUP_ROOT, as kubelet gives every pod (containerd's
+# pod stats fail without one).
+pod_args() {
+  echo --image "$WORKLOAD_IMAGE" --log-root "$work/logs/$1" --tag "$2"
+  [[ "$2" != bg ]] || echo --cgroup-root "$CGROUP_ROOT/$1"
+}
 
 # settle: flushes the disk and waits until the machine is quiet (at least
-# 90% idle over two one-second samples in a row, 120 s at most), so that
-# what a burst of pod starts or removals left to the kernel and the disk
-# (writeback, snapshot deletion, network namespace teardown) does not load
-# the measurement that follows it.
+# 90% idle over two one-second samples in a row; BENCH_SETTLE_SECONDS, 120
+# s by default, at most), so that what a burst of pod starts or removals
+# left to the kernel and the disk (writeback, snapshot deletion, network
+# namespace teardown) does not load the measurement that follows it.
+SETTLE_SECONDS="${BENCH_SETTLE_SECONDS:-120}"
 settle() {
   sync
-  local quiet=0 i idle
-  for ((i = 0; i < 120 && quiet < 2; i++)); do
+  local quiet=0 i idle=100
+  for ((i = 0; i < SETTLE_SECONDS && quiet < 2; i++)); do
     idle="$( (
       head -n 1 /proc/stat
       sleep 1
@@ -281,21 +332,23 @@ podsNumberParallel: 1
 imagesNumber: $CRITEST_IMAGES_N
 imagesNumberParallel: 1
 EOF
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "critest -benchmark, $rt, repetition $((rep + 1))/$REPS"
-    d="$work/critest/$rt-$rep"
-    mkdir -p "$d"
-    (cd "$d" && timeout 20m critest -benchmark \
-      --runtime-endpoint "unix://${SOCK[$rt]}" --image-endpoint "unix://${SOCK[$rt]}" \
-      --benchmarking-params-file "$work/critest-params.yaml" \
-      --benchmarking-output-dir "$d" --ginkgo.no-color >"$d/critest.log" 2>&1) || {
-      tail -n 30 "$d/critest.log" >&2
-      die "critest -benchmark against $rt failed (log: $d/critest.log)"
-    }
-    "$PY" "$repo/scripts/bench/critest_results.py" "$RESULTS" "$rt" "$d"
+if want 1; then
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "critest -benchmark, $rt, repetition $((rep + 1))/$REPS"
+      d="$work/critest/$rt-$rep"
+      mkdir -p "$d"
+      (cd "$d" && timeout 20m critest -benchmark \
+        --runtime-endpoint "unix://${SOCK[$rt]}" --image-endpoint "unix://${SOCK[$rt]}" \
+        --benchmarking-params-file "$work/critest-params.yaml" \
+        --benchmarking-output-dir "$d" --ginkgo.no-color >"$d/critest.log" 2>&1) || {
+        tail -n 30 "$d/critest.log" >&2
+        die "critest -benchmark against $rt failed (log: $d/critest.log)"
+      }
+      "$PY" "$repo/scripts/bench/critest_results.py" "$RESULTS" "$rt" "$d"
+    done
   done
-done
+fi
 
 # ---------------------------------------------------------------- 2. lifecycles
 
@@ -318,60 +371,156 @@ cat >"$work/crictl-container.json" <<EOF
   "linux": {}
 }
 EOF
-mkdir -p "$work/logs/crictl"
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "lifecycles, $rt, repetition $((rep + 1))/$REPS"
-    # shellcheck disable=SC2046
-    client "$rt" lifecycle $(pod_args "$rt" life) --n "$LIFECYCLE_N" --metric lifecycle
-    "$PY" "$repo/scripts/bench/crictl_loop.py" "$RESULTS" "$rt" "${SOCK[$rt]}" "$CRICTL_N" \
-      "$work/crictl-pod.json" "$work/crictl-container.json"
+if want 2; then
+  mkdir -p "$work/logs/crictl"
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "lifecycles, $rt, repetition $((rep + 1))/$REPS"
+      # shellcheck disable=SC2046
+      client "$rt" lifecycle $(pod_args "$rt" life) --n "$LIFECYCLE_N" --metric lifecycle
+      "$PY" "$repo/scripts/bench/crictl_loop.py" "$RESULTS" "$rt" "${SOCK[$rt]}" "$CRICTL_N" \
+        "$work/crictl-pod.json" "$work/crictl-container.json"
+    done
   done
-done
+fi
 
 # ---------------------------------------------------------------- 3+4. concurrency and memory
 
-for rt in containerd berth; do
-  log "memory with ${MEM_LEVELS[0]} pods, $rt"
-  # shellcheck disable=SC2046
-  client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
-  memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
-  client "$rt" down --tag mem --clients "$CONC_CLIENTS"
-done
-for ((rep = 0; rep < CONC_REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "concurrency: $CONC_PODS pods, $CONC_CLIENTS clients, $rt, repetition $((rep + 1))/$CONC_REPS"
+if want 3 || want 4; then
+  for rt in containerd berth; do
+    log "memory with ${MEM_LEVELS[0]} pods, $rt"
     # shellcheck disable=SC2046
-    client "$rt" up $(pod_args "$rt" conc) --pods "$CONC_PODS" --clients "$CONC_CLIENTS" --metric concurrency
-    ((rep > 0)) || memory "$rt" "$CONC_PODS pods" "$CONC_PODS"
-    client "$rt" down --tag conc --clients "$CONC_CLIENTS"
+    client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
+    memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
+    client "$rt" down --tag mem --clients "$CONC_CLIENTS"
   done
-done
+  for ((rep = 0; rep < CONC_REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "concurrency: $CONC_PODS pods, $CONC_CLIENTS clients, $rt, repetition $((rep + 1))/$CONC_REPS"
+      # shellcheck disable=SC2046
+      client "$rt" up $(pod_args "$rt" conc) --pods "$CONC_PODS" --clients "$CONC_CLIENTS" --metric concurrency
+      ((rep > 0)) || memory "$rt" "$CONC_PODS pods" "$CONC_PODS"
+      client "$rt" down --tag conc --clients "$CONC_CLIENTS"
+    done
+  done
+fi
 
 # ---------------------------------------------------------------- 5. images
 
-echo "$MULTILAYER_IMAGE" >"$work/multilayer.txt"
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "cold pull of $MULTILAYER_IMAGE, $rt, repetition $((rep + 1))/$REPS"
-    client "$rt" cold-pull --image "$MULTILAYER_IMAGE" --n 1
+if want 5; then
+  echo "$MULTILAYER_IMAGE" >"$work/multilayer.txt"
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "cold pull of $MULTILAYER_IMAGE, $rt, repetition $((rep + 1))/$REPS"
+      client "$rt" cold-pull --image "$MULTILAYER_IMAGE" --n 1
+    done
   done
-done
-for rt in containerd berth; do
-  log "pulling $MANY_IMAGES small images into $rt"
-  client "$rt" pull-all --file "$work/many.txt" --clients 4
-done
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "warm ImageStatus/ListImages, $rt, repetition $((rep + 1))/$REPS"
-    client "$rt" warm --file "$work/many.txt" --n "$LIST_N"
+  for rt in containerd berth; do
+    log "pulling $MANY_IMAGES small images into $rt"
+    client "$rt" pull-all --file "$work/many.txt" --clients 4
   done
-done
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "warm ImageStatus/ListImages, $rt, repetition $((rep + 1))/$REPS"
+      client "$rt" warm --file "$work/many.txt" --n "$LIST_N"
+    done
+  done
+fi
 
-# ---------------------------------------------------------------- 6. scaling
+# ---------------------------------------------------------------- 6-8. scaling, stats, a stalled shim
 
+# The shim stopped or the cgroup frozen by workload 8, to undo at once
+# after it and on any exit.
+STOPPED_PID="" FROZEN_FILE="" THAW_VALUE=""
+resume() {
+  if [[ -n "$STOPPED_PID" ]]; then
+    kill -CONT "$STOPPED_PID" 2>/dev/null || true
+    STOPPED_PID=""
+  fi
+  if [[ -n "$FROZEN_FILE" ]]; then
+    echo "$THAW_VALUE" >"$FROZEN_FILE" 2>/dev/null || true
+    FROZEN_FILE=""
+  fi
+}
+
+# freezer_of PID: the file that freezes PID's cgroup, its freeze and thaw
+# values (cgroup v1 freezer, else v2 cgroup.freeze).
+freezer_of() {
+  local line
+  if line="$(grep -m1 -E '^[0-9]+:([^:]*,)?freezer(,[^:]*)?:' "/proc/$1/cgroup")"; then
+    echo "/sys/fs/cgroup/freezer${line#*:*:}/freezer.state FROZEN THAWED"
+  elif line="$(grep -m1 '^0::' "/proc/$1/cgroup")"; then
+    echo "/sys/fs/cgroup${line#0::}/cgroup.freeze 1 0"
+  else
+    return 1
+  fi
+}
+
+# shim_of RUNTIME PID SHIM_DIR: the pid of the shim serving the container
+# whose process is PID (berth: from its pid file; containerd: the pod's
+# shim, the process's parent).
+shim_of() {
+  local pid comm
+  if [[ "$1" == berth ]]; then
+    pid="$(recorded_pid "$3/shim.pid" berth-shim)" || return 1
+  else
+    pid="$(awk '{ print $4 }' "/proc/$2/stat")"
+    comm="$(cat "/proc/$pid/comm")"
+    [[ "$comm" == containerd-shim* ]] || return 1
+  fi
+  echo "$pid"
+}
+
+# stall RUNTIME KIND: workload 8 for one runtime, KIND shim or freeze.
+stall() {
+  local rt="$1" kind="$2" id pid dir file freeze thaw target status=0
+  IFS=$'\t' read -r id pid dir < <(client "$rt" pick --tag bg) || die "$rt: no container to stall"
+  [[ -n "$id" && "$pid" -gt 0 ]] || die "$rt: no running container to stall"
+  log "stall ($kind), $rt: polling the other pods, container $id running"
+  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --metric "stall/$kind/none"
+  if [[ "$kind" == shim ]]; then
+    target="$(shim_of "$rt" "$pid" "$dir")" || die "$rt: no shim found for container $id"
+    log "stall ($kind), $rt: SIGSTOP to shim $target, polling the other pods"
+    STOPPED_PID="$target"
+    kill -STOP "$target"
+  else
+    read -r file freeze thaw < <(freezer_of "$pid") || die "$rt: no freezer for pid $pid"
+    log "stall ($kind), $rt: freezing $file, polling the other pods"
+    FROZEN_FILE="$file" THAW_VALUE="$thaw"
+    echo "$freeze" >"$file"
+  fi
+  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --metric "stall/$kind/stalled" \
+    --stalled || status=$?
+  resume
+  ((status == 0)) || die "polling with a stalled $kind in $rt failed"
+}
+
+# idle_cpu LEVEL: each daemon's cpu time over IDLE_SECONDS with LEVEL pods
+# running and no calls (berthd's stats sampler runs meanwhile; its period is
+# 10 s by default, so the window holds a few of its passes), in ms per s.
+idle_cpu() {
+  local rt hz
+  hz="$(getconf CLK_TCK)"
+  declare -A before
+  for rt in containerd berth; do
+    before[$rt]="$(awk '{ print $14 + $15 }' "/proc/${DAEMON[$rt]}/stat")"
+  done
+  sleep "$IDLE_SECONDS"
+  for rt in containerd berth; do
+    awk -v rt="$rt" -v level="$1" -v before="${before[$rt]}" -v hz="$hz" -v secs="$IDLE_SECONDS" \
+      '{ printf "{\"runtime\":\"%s\",\"metric\":\"stats/%s/daemon cpu, idle (ms per s)\",\"unit\":\"ms\",\"samples\":[%.3f]}\n",
+           rt, level, ($14 + $15 - before) * 1000 / hz / secs }' "/proc/${DAEMON[$rt]}/stat" >>"$RESULTS"
+  done
+}
+
+# The levels of other pods: those of workload 6, and those 7 and 8 want.
+LEVELS=()
+want 6 && LEVELS+=("${SCALE_LEVELS[@]}")
+want 7 && LEVELS+=("${STATS_LEVELS[@]}")
+want 8 && LEVELS+=("$STALL_LEVEL")
+mapfile -t LEVELS < <(printf '%s\n' "${LEVELS[@]}" | sort -nu)
 running=0
-for level in "${SCALE_LEVELS[@]}"; do
+for level in "${LEVELS[@]}"; do
   if ((level > running)); then
     for rt in containerd berth; do
       log "scaling: starting $((level - running)) more pods in $rt (to $level)"
@@ -381,29 +530,51 @@ for level in "${SCALE_LEVELS[@]}"; do
     running=$level
   fi
   settle
-  for ((rep = 0; rep < REPS; rep++)); do
-    for rt in $(order "$rep"); do
-      log "scaling: lifecycles with $level other pods, $rt, repetition $((rep + 1))/$REPS"
-      # shellcheck disable=SC2046
-      client "$rt" lifecycle $(pod_args "$rt" scale) --n "$SCALE_N" --metric "scale/$level"
+  if want 6 && in_list "$level" "${SCALE_LEVELS[@]}"; then
+    for ((rep = 0; rep < REPS; rep++)); do
+      for rt in $(order "$rep"); do
+        log "scaling: lifecycles with $level other pods, $rt, repetition $((rep + 1))/$REPS"
+        # shellcheck disable=SC2046
+        client "$rt" lifecycle $(pod_args "$rt" scale) --n "$SCALE_N" --metric "scale/$level"
+      done
     done
-  done
+  fi
+  if want 7 && in_list "$level" "${STATS_LEVELS[@]}"; then
+    log "stats with $level pods: each daemon's cpu over ${IDLE_SECONDS}s without calls"
+    idle_cpu "$level"
+    for ((rep = 0; rep < REPS; rep++)); do
+      for rt in $(order "$rep"); do
+        log "stats with $level pods, $rt, repetition $((rep + 1))/$REPS"
+        client "$rt" stats --n "$STATS_N" --metric "stats/$level"
+      done
+    done
+  fi
+  if want 8 && ((level == STALL_LEVEL)); then
+    for kind in shim freeze; do
+      for rt in containerd berth; do stall "$rt" "$kind"; done
+    done
+  fi
 done
-# The same top level with berth alone: containerd's pods removed, so the
-# host holds only berth's (the 1.25x target is for a node running one
-# runtime; above, both runtimes' pods load the host at once).
-log "removing the $running background pods of containerd, then stopping it"
-client containerd down --tag bg --clients "$CONC_CLIENTS"
-# A node running one runtime: nothing of containerd's left running, nor
-# its teardown's aftermath.
-bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
-settle
-if ((running > 0)); then
-  for ((rep = 0; rep < REPS; rep++)); do
-    log "scaling: lifecycles with $running other pods, berth alone, repetition $((rep + 1))/$REPS"
-    # shellcheck disable=SC2046
-    client berth lifecycle $(pod_args berth scale) --n "$SCALE_N" --metric "alone/$running"
-  done
+if want 6; then
+  # The same top level with berth alone: containerd's pods removed, so the
+  # host holds only berth's (the 1.25x target is for a node running one
+  # runtime; above, both runtimes' pods load the host at once).
+  log "removing the $running background pods of containerd, then stopping it"
+  client containerd down --tag bg --clients "$CONC_CLIENTS"
+  # A node running one runtime: nothing of containerd's left running, nor
+  # its teardown's aftermath.
+  bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
+  settle
+  if ((running > 0)); then
+    for ((rep = 0; rep < REPS; rep++)); do
+      log "scaling: lifecycles with $running other pods, berth alone, repetition $((rep + 1))/$REPS"
+      # shellcheck disable=SC2046
+      client berth lifecycle $(pod_args berth scale) --n "$SCALE_N" --metric "alone/$running"
+    done
+  fi
+else
+  log "removing the $running background pods of containerd"
+  client containerd down --tag bg --clients "$CONC_CLIENTS"
 fi
 log "removing the $running background pods of berth"
 client berth down --tag bg --clients "$CONC_CLIENTS"
@@ -412,7 +583,7 @@ client berth down --tag bg --clients "$CONC_CLIENTS"
 
 notes=(
   "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $("$CONTAINERD_BIN/containerd" --version | awk '{print $3}') + runc $("$CONTAINERD_BIN/runc" --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
-  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds. Workloads run: ${BENCH_WORKLOADS:-all}."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
 [[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"

@@ -18,6 +18,7 @@ mod hostile;
 mod image_import;
 mod image_pull;
 mod image_volumes;
+mod isolation;
 mod metrics;
 mod registry_hosts;
 mod runtime_handlers;

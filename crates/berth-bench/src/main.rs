@@ -12,6 +12,7 @@ mod client;
 mod images;
 mod pod_checkpoint;
 mod record;
+mod stats;
 mod workload;
 
 use std::path::PathBuf;
@@ -102,6 +103,36 @@ enum Command {
         #[arg(long)]
         log_directory: Option<String>,
     },
+    /// Times ListPodSandboxStats, ListContainerStats, ListPodSandboxMetrics,
+    /// ListContainers and ListPodSandbox, one after another, `n` times.
+    Stats {
+        #[arg(long, default_value_t = 20)]
+        n: usize,
+        /// Metric name prefix.
+        #[arg(long)]
+        metric: String,
+    },
+    /// Prints one running container labelled `tag`: id, pid and shim dir
+    /// (berth), tab-separated (records nothing).
+    Pick {
+        #[arg(long)]
+        tag: String,
+    },
+    /// Polls the status of every running container labelled `tag` but
+    /// `skip`, ListContainers and ListContainerStats, `rounds` times; with
+    /// `--stalled`, also times `skip`'s own status once, alongside.
+    Poll {
+        #[arg(long)]
+        tag: String,
+        #[arg(long)]
+        skip: String,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        #[arg(long)]
+        metric: String,
+        #[arg(long)]
+        stalled: bool,
+    },
     /// Times ImageStatus of every image named in FILE, and ListImages `n` times.
     Warm {
         #[arg(long)]
@@ -137,6 +168,15 @@ async fn run(cli: Cli) -> Result<(), String> {
         Command::ColdPull { image, n } => images::cold_pull(&cri, &out, &image, n).await,
         Command::PullAll { file, clients } => images::pull_all(&cri, &file, clients).await,
         Command::Warm { file, n } => images::warm(&cri, &out, &file, n).await,
+        Command::Stats { n, metric } => stats::stats(&cri, &out, n, &metric).await,
+        Command::Pick { tag } => stats::pick(&cri, &tag).await,
+        Command::Poll {
+            tag,
+            skip,
+            rounds,
+            metric,
+            stalled,
+        } => stats::poll(&cri, &out, &tag, &skip, rounds, &metric, stalled).await,
         Command::CheckpointPod {
             pod,
             output,

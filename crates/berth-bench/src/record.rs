@@ -20,12 +20,27 @@ impl Out {
 
     /// Records `samples` (in `unit`) under `metric`.
     pub fn write(&self, metric: &str, unit: &str, samples: &[f64]) -> Result<(), String> {
-        let line = serde_json::json!({
+        self.write_with(metric, unit, samples, &[])
+    }
+
+    /// Records `samples` with extra string fields (what the report shows
+    /// beside the numbers).
+    pub fn write_with(
+        &self,
+        metric: &str,
+        unit: &str,
+        samples: &[f64],
+        extra: &[(&str, &str)],
+    ) -> Result<(), String> {
+        let mut line = serde_json::json!({
             "runtime": self.runtime,
             "metric": metric,
             "unit": unit,
             "samples": samples,
         });
+        for (key, value) in extra {
+            line[*key] = serde_json::Value::from(*value);
+        }
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -19,7 +19,7 @@ use crate::client::Cri;
 use crate::record::{ms, Out};
 
 /// The label every bench pod and container carries; its value is the tag.
-const LABEL: &str = "berth-bench";
+pub const LABEL: &str = "berth-bench";
 /// Seconds StopContainer waits before SIGKILL (the command exits on SIGTERM).
 const STOP_TIMEOUT: i64 = 10;
 
@@ -35,6 +35,11 @@ pub struct PodArgs {
     /// Parent of the pods' log directories.
     #[arg(long)]
     log_root: PathBuf,
+    /// Cgroup (cgroupfs path) under which each pod gets a parent of its
+    /// own, as kubelet gives every pod one (containerd's pod stats need
+    /// it); without it, the runtime's default.
+    #[arg(long)]
+    cgroup_root: Option<String>,
 }
 
 /// The RPCs of one lifecycle, in order.
@@ -57,7 +62,7 @@ fn unique(tag: &str, index: usize) -> String {
     format!("{tag}-{index}-{}-{nanos}", std::process::id())
 }
 
-fn labels(tag: &str) -> HashMap<String, String> {
+pub fn labels(tag: &str) -> HashMap<String, String> {
     HashMap::from([(LABEL.to_string(), tag.to_string())])
 }
 
@@ -76,7 +81,14 @@ fn pod_config(args: &PodArgs, index: usize) -> Result<PodSandboxConfig, String> 
         hostname: format!("pod{index}"),
         log_directory: log_dir.display().to_string(),
         labels: labels(&args.tag),
-        linux: Some(LinuxPodSandboxConfig::default()),
+        linux: Some(LinuxPodSandboxConfig {
+            cgroup_parent: args
+                .cgroup_root
+                .as_ref()
+                .map(|root| format!("{root}/pod-{name}"))
+                .unwrap_or_default(),
+            ..Default::default()
+        }),
         ..Default::default()
     })
 }

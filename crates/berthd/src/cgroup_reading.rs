@@ -6,6 +6,7 @@ use berth_cgroups::stats::CgroupStats;
 use crate::clock::now_nanos;
 
 /// One reading of a cgroup, with when it was taken.
+#[derive(Debug, Clone)]
 pub struct Reading {
     pub at: i64,
     pub stats: Option<CgroupStats>,

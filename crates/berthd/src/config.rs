@@ -23,6 +23,13 @@ pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../../runtime-config.toml
 /// The longest duration the config may set, in seconds: one year.
 pub const MAX_CONFIG_SECONDS: u64 = 365 * 24 * 3600;
 
+/// `stats_collection_period`'s default, in seconds: kubelet asks for stats
+/// at most every 10 s (its eviction manager; metrics-server and the
+/// metrics endpoint scrape every 10-15 s), so each of its calls finds a
+/// sample newer than its previous call, and a sampler pass every 10 s costs
+/// the node little (PERFORMANCE.md).
+pub const DEFAULT_STATS_COLLECTION_PERIOD: u64 = 10;
+
 /// Errors reading or validating the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -77,6 +84,10 @@ pub struct Config {
     /// processes' credentials and seccomp state from the checkpoint, so
     /// whoever can push such an image would choose them.
     pub allow_checkpoint_images: bool,
+    /// Seconds between two samples of every container's and pod's usage,
+    /// which the stats and metrics RPCs answer from (CRI-O's key of the
+    /// same name); 0: read on each call (`crate::stats_sampler`).
+    pub stats_collection_period: u64,
     pub cni: CniConfig,
     pub stream: StreamConfig,
     pub registry: RegistryConfig,
@@ -98,6 +109,7 @@ impl Default for Config {
             default_ulimits: Vec::new(),
             pinned_images: Vec::new(),
             allow_checkpoint_images: false,
+            stats_collection_period: DEFAULT_STATS_COLLECTION_PERIOD,
             cni: CniConfig::default(),
             stream: StreamConfig::default(),
             registry: RegistryConfig::default(),
@@ -525,6 +537,14 @@ impl Config {
                 ));
             }
         }
+        // 0 is allowed here: stats read on each call.
+        if self.stats_collection_period > MAX_CONFIG_SECONDS {
+            let value = self.stats_collection_period;
+            return Err(invalid(
+                "stats_collection_period",
+                format!("is {value}; at most {MAX_CONFIG_SECONDS} (one year) is allowed"),
+            ));
+        }
         for (host, mirror) in &self.registry.mirrors {
             if host.is_empty() || host.contains('/') {
                 return Err(invalid(
@@ -949,6 +969,24 @@ mod tests {
         for allowed in ["cgroupfs", "systemd", "auto"] {
             assert!(err.contains(allowed), "{err}");
         }
+    }
+
+    #[test]
+    fn the_stats_period_may_be_zero_but_not_past_a_year() {
+        assert_eq!(
+            parse("").unwrap().stats_collection_period,
+            DEFAULT_STATS_COLLECTION_PERIOD
+        );
+        assert_eq!(
+            parse("stats_collection_period = 0\n")
+                .unwrap()
+                .stats_collection_period,
+            0
+        );
+        let err = parse("stats_collection_period = 9223372036854775807\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("stats_collection_period"), "{err}");
     }
 
     #[test]

@@ -153,6 +153,7 @@ fn open_context(
     });
     let streams = start_stream_server(&config, &containers, &sandboxes)?;
     let fs_usage = crate::fs_usage::FsUsageCache::new(layout.images(), layout.containers());
+    let stats_period = Duration::from_secs(config.stats_collection_period);
     let context = RuntimeContext {
         config_in_force: crate::reload::ConfigInForce::new(config.clone()),
         config,
@@ -163,7 +164,7 @@ fn open_context(
         events: Arc::default(),
         exit_watcher: None,
         metrics,
-        cpu_samples: Default::default(),
+        stats: Arc::new(crate::stats_sampler::StatsSampler::new(stats_period)),
         streams,
         kernel,
         fs_usage,
@@ -396,6 +397,14 @@ pub async fn run(
             notify(&[sd_notify::NotifyState::Ready]);
         }
     });
+    // Detached: it samples for as long as berthd runs.
+    drop(
+        context
+            .stats
+            .spawn(Arc::new(crate::stats_sampler::HostUsage {
+                containers: context.containers.clone(),
+            })),
+    );
     let service = CriService::new(context);
     if let Some(exits) = exits {
         service.start_events(exits).await;

@@ -402,6 +402,8 @@ pub struct FakeShims {
     next_pid: AtomicI32,
     /// Each launch: the container, its runtime binary and state root.
     pub launches: Mutex<Vec<LaunchSeen>>,
+    /// Shims that take calls and never answer (SIGSTOPped, hung).
+    stalled: Mutex<BTreeSet<PathBuf>>,
 }
 
 /// What a shim was launched with, of what picks the runtime.
@@ -449,7 +451,26 @@ impl FakeShims {
             signs: Arc::default(),
             next_pid: AtomicI32::new(1000),
             launches: Mutex::new(Vec::new()),
+            stalled: Mutex::default(),
         }
+    }
+
+    /// The shim of `dir` stops answering its state, as a SIGSTOPped one.
+    pub fn stall(&self, dir: &Path) {
+        lock(&self.stalled).insert(dir.to_path_buf());
+    }
+
+    /// The container of the stalled shim of `dir` exited with `code`: its
+    /// shim wrote the exit file, then stopped answering.
+    pub fn exit_while_stalled(&self, dir: &Path, code: i32) {
+        let exited = StateInfo {
+            status: RunState::Stopped,
+            exit_code: Some(code),
+            exited_at: Some("2026-11-26T14:00:01Z".into()),
+            ..created_state("", 0)
+        };
+        lock(&self.exits).insert(dir.to_path_buf(), exited);
+        self.sign(dir);
     }
 
     /// A sign the shim of `dir` gives: an exit file, or its end.
@@ -549,8 +570,15 @@ impl Shims for FakeShims {
     }
 
     async fn state(&self, dir: &Path) -> Option<StateInfo> {
+        if lock(&self.stalled).contains(dir) {
+            std::future::pending::<()>().await;
+        }
         let live = lock(&self.states).get(dir).cloned();
         live.or_else(|| lock(&self.exits).get(dir).cloned())
+    }
+
+    fn exited(&self, dir: &Path) -> Option<StateInfo> {
+        lock(&self.exits).get(dir).cloned()
     }
 
     fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>> {

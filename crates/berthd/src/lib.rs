@@ -42,4 +42,6 @@ pub mod runtime_handlers;
 pub mod sandbox;
 pub mod server;
 pub mod state_store;
+pub mod stats_sampler;
 pub mod stream_runtime;
+pub mod usage_reading;

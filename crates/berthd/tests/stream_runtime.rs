@@ -247,6 +247,7 @@ impl Runtime {
             stop_signal: 15,
             restore_from: None,
             runtime_handler: String::new(),
+            start: berthd::container::store::StartMark::Started(String::new()),
         };
         self.containers.store.insert(record.clone());
         self.made.push(record);

@@ -380,6 +380,7 @@ impl ContainerManager {
             stop_signal: spec.stop_signal,
             restore_from: c.restore_from.map(Path::to_path_buf),
             runtime_handler: c.handler.name.clone(),
+            start: super::store::StartMark::NotStarted,
         };
         self.store.persist(&record)?;
         Ok(record)

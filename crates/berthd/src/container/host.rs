@@ -60,6 +60,9 @@ pub trait Shims: Send + Sync {
     async fn call(&self, dir: &Path, request: Request, extra: Duration) -> io::Result<Response>;
     /// The container's state: from the live shim, else from its exit file.
     async fn state(&self, dir: &Path) -> Option<StateInfo>;
+    /// The exit the shim of `dir` wrote in its exit file, without asking
+    /// the shim.
+    fn exited(&self, dir: &Path) -> Option<StateInfo>;
     /// What tells when the state the shim of `dir` gives from now on may
     /// be old; None if that cannot be told.
     fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>>;
@@ -125,6 +128,10 @@ impl Shims for ShimProcesses {
 
     async fn state(&self, dir: &Path) -> Option<StateInfo> {
         shim::state(dir).await
+    }
+
+    fn exited(&self, dir: &Path) -> Option<StateInfo> {
+        shim::exit_state(dir)
     }
 
     fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>> {

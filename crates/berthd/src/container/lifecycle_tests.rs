@@ -595,6 +595,48 @@ async fn a_remove_after_one_cut_short_past_the_shim_dir_finishes() {
     assert_no_trace(&f, "remove cut short");
 }
 
+#[tokio::test]
+async fn a_shim_that_does_not_answer_reports_the_last_state_known_on_disk() {
+    let f = fixture().await;
+    let pod_id = f.pod("web", "").await;
+    let created = f.create_ok(&pod_id, container("made")).await;
+    let running = f.create_ok(&pod_id, container("up")).await;
+    let exited = f.create_ok(&pod_id, container("done")).await;
+    for id in [&running, &exited] {
+        f.manager.start(id).await.expect("start");
+    }
+    let record = |id: &str| {
+        let record = f.manager.published(id).expect("record");
+        (*record).clone()
+    };
+    // Every shim stops answering with nothing kept of it, as after a
+    // berthd restart; one container exited just before its shim stopped.
+    for id in [&created, &running, &exited] {
+        let dir = record(id).shim_dir;
+        f.manager.states.forget(&dir);
+        f.fake_shims.stall(&dir);
+    }
+    f.fake_shims
+        .exit_while_stalled(&record(&exited).shim_dir, 3);
+    // The shims would be waited on for ever: the report's bound ends it.
+    tokio::time::pause();
+
+    let made = f.manager.state(&record(&created)).await.expect("known");
+    assert_eq!((made.status, made.started_at), (RunState::Created, None));
+    let up = f.manager.state(&record(&running)).await.expect("known");
+    assert_eq!(up.status, RunState::Running);
+    assert!(up.started_at.is_some(), "{up:?}");
+    let done = f.manager.state(&record(&exited)).await.expect("known");
+    assert_eq!((done.status, done.exit_code), (RunState::Stopped, Some(3)));
+    assert!(done.started_at.is_some(), "{done:?}");
+
+    // Of a record that never kept its start (an older berthd's), nothing
+    // is known but what the shim would say.
+    let mut old = record(&running);
+    old.start = super::store::StartMark::Unrecorded;
+    assert!(f.manager.state(&old).await.is_none());
+}
+
 /// The state reported for `record` (status, lists), twice over: the second
 /// read comes from the state cache.
 async fn reported(f: &Fixture, record: &ContainerRecord) -> Option<RunState> {

@@ -46,7 +46,7 @@ use berth_spec::CgroupFeatures;
 pub use self::checkpoint::archive_path;
 pub use self::error::ContainerError;
 use self::host::{RootfsMounts, Shims};
-use self::store::{ContainerRecord, ContainerStore};
+use self::store::{ContainerRecord, ContainerStore, StartMark};
 use crate::sandbox::SandboxManager;
 
 /// Everything containers need from the daemon.
@@ -90,6 +90,11 @@ pub struct ContainerManager {
     pub states: state_cache::StateCache,
 }
 
+/// How long a report waits on a shim with no state kept
+/// ([`ContainerManager::state`]). A shim answers in well under a
+/// millisecond; this leaves room for a loaded node.
+pub const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl ContainerManager {
     /// Starts, on a blocking thread, the grace period that the shim's move
     /// of the container's first process into its cgroup will wait for
@@ -106,6 +111,14 @@ impl ContainerManager {
     /// metrics): as its shim last gave it while that still holds
     /// ([`state_cache`]), else from the shim. The lifecycle's own steps
     /// ask the shim.
+    ///
+    /// A shim that does not answer within [`REPORT_WAIT`] (stopped, hung)
+    /// is not waited on for the 30 s a shim call may take: kubelet's
+    /// relists, status and events must not stall on one container, also
+    /// when nothing is kept of it (after a berthd restart). Its container
+    /// is then reported as last known on disk ([`Self::last_known`]), not
+    /// unknown: kubelet kills and restarts a container it sees unknown, and
+    /// a slow shim on a loaded node must not cost a healthy workload that.
     pub async fn state(&self, record: &ContainerRecord) -> Option<StateInfo> {
         let dir = &record.shim_dir;
         if let Some(state) = self.states.get(dir) {
@@ -113,7 +126,15 @@ impl ContainerManager {
         }
         let epoch = self.states.epoch();
         let watch = self.shims.watch(dir);
-        let state = self.shims.state(dir).await;
+        let Ok(state) = tokio::time::timeout(REPORT_WAIT, self.shims.state(dir)).await else {
+            let known = last_known(record, self.shims.exited(dir));
+            tracing::warn!(
+                container = %record.id,
+                state = ?known.as_ref().map(|state| state.status),
+                "its shim did not answer within {REPORT_WAIT:?}: reported as last known"
+            );
+            return known;
+        };
         if let Some(state) = &state {
             self.states.store(dir, epoch, state, watch);
         }
@@ -180,6 +201,40 @@ impl ContainerManager {
 
     pub(crate) async fn is_running(&self, record: &ContainerRecord) -> bool {
         matches!(self.shims.state(&record.shim_dir).await, Some(state) if state.status == RunState::Running)
+    }
+}
+
+/// A container's state from what berthd keeps on disk, for a shim that
+/// does not answer: the exit its shim wrote if there is one, else started
+/// or created as StartContainer left the record. None (unknown) only for a
+/// record that never kept its start (written before starts were kept).
+/// containerd answers the same from its own store.
+fn last_known(record: &ContainerRecord, exit: Option<StateInfo>) -> Option<StateInfo> {
+    let started_at = match &record.start {
+        StartMark::Started(at) => Some(at.clone()),
+        StartMark::NotStarted | StartMark::Unrecorded => None,
+    };
+    let known = |status| StateInfo {
+        id: record.id.clone(),
+        status,
+        pid: record.pid,
+        created_at: String::new(),
+        started_at: started_at.clone(),
+        exit_code: None,
+        exited_at: None,
+        oom_killed: false,
+        unknown: false,
+    };
+    match (exit, &record.start) {
+        (Some(exit), _) => Some(StateInfo {
+            id: record.id.clone(),
+            pid: record.pid,
+            started_at: exit.started_at.clone().or_else(|| started_at.clone()),
+            ..exit
+        }),
+        (None, StartMark::Started(_)) => Some(known(RunState::Running)),
+        (None, StartMark::NotStarted) => Some(known(RunState::Created)),
+        (None, StartMark::Unrecorded) => None,
     }
 }
 

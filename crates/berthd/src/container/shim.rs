@@ -288,7 +288,7 @@ pub fn watch(dir: &Path) -> Option<ProcessWatch> {
 }
 
 /// The state a shim left in its exit file, for a shim that is gone.
-fn exit_state(dir: &Path) -> Option<StateInfo> {
+pub fn exit_state(dir: &Path) -> Option<StateInfo> {
     let path: PathBuf = ShimFiles::new(dir.to_path_buf()).exit();
     let bytes = std::fs::read(path).ok()?;
     let exit: ExitRecord = serde_json::from_slice(&bytes).ok()?;

@@ -55,6 +55,23 @@ pub struct ContainerRecord {
     /// restores the checkpoint's processes instead of running its command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_from: Option<PathBuf>,
+    /// Whether StartContainer started it: what the status reports when its
+    /// shim does not answer ([`super::ContainerManager::state`]).
+    #[serde(default)]
+    pub start: StartMark,
+}
+
+/// What berthd knows of a container's start without asking its shim.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartMark {
+    /// A record written before starts were kept: not known.
+    #[default]
+    Unrecorded,
+    /// Created; no StartContainer has succeeded.
+    NotStarted,
+    /// StartContainer succeeded at this time (RFC 3339, as the shim's).
+    Started(String),
 }
 
 impl ContainerRecord {
@@ -156,6 +173,7 @@ mod tests {
             stop_signal: 15,
             restore_from: None,
             runtime_handler: String::new(),
+            start: StartMark::NotStarted,
         }
     }
 
@@ -186,13 +204,22 @@ mod tests {
     }
 
     #[test]
+    fn a_start_is_kept_across_a_restart() {
+        let mut started = record(ID, NAME);
+        started.start = StartMark::Started("2026-11-26T14:00:00.000000001Z".into());
+        assert_eq!(reloaded(&started).start, started.start);
+        assert_eq!(reloaded(&record(ID, NAME)).start, StartMark::NotStarted);
+    }
+
+    #[test]
     fn a_record_written_before_restore_from_existed_still_loads() {
         let mut json = serde_json::to_value(record(ID, NAME)).unwrap();
         let object = json.as_object_mut().unwrap();
-        for key in ["format", "layers", "cgroup_path", "restore_from"] {
+        for key in ["format", "layers", "cgroup_path", "restore_from", "start"] {
             object.remove(key);
         }
         let old: ContainerRecord = serde_json::from_value(json).unwrap();
         assert_eq!(old.image_name(), NAME);
+        assert_eq!(old.start, StartMark::Unrecorded);
     }
 }

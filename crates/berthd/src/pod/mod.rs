@@ -24,7 +24,7 @@ use crate::sandbox::SandboxManager;
 
 pub use self::error::PodError;
 pub use self::events::{Lifecycle, PodEvents};
-pub use self::stats::NetSample;
+pub use self::stats::{cgroup_reading, network, NetSample};
 
 /// Pod-wide work over the two managers; cheap to make (three `Arc`s).
 #[derive(Clone)]

@@ -294,22 +294,24 @@ async fn a_pods_usage_is_its_cgroups_summed() {
     let pods = pods_over(&f.manager, Recorder::new());
     let record = f.pods.manager.published(&pod_id).expect("pod");
     // The fake's sandbox cgroup has no stats files: the containers' only.
-    let reading = pods
-        .cgroup_reading(&record, vec![usage(1_000, 2), usage(500, 3)])
-        .await;
+    let read = |containers| {
+        crate::pod::cgroup_reading(
+            &f.pods.manager,
+            f.manager.cgroups.clone(),
+            &record,
+            containers,
+        )
+    };
+    let reading = read(vec![usage(1_000, 2), usage(500, 3)]).await;
     let stats = reading.stats.expect("summed");
     assert_eq!(stats.cpu.map(|cpu| cpu.usage_ns), Some(1_500));
     assert_eq!(stats.pids.map(|pids| pids.current), Some(5));
     assert!(stats.pressure.is_none(), "the default parent is shared");
-    assert!(pods
-        .cgroup_reading(&record, Vec::new())
-        .await
-        .stats
-        .is_none());
+    assert!(read(Vec::new()).await.stats.is_none());
     pods.stop(&pod_id).await.expect("stop");
     let record = f.pods.manager.published(&pod_id).expect("pod");
     assert!(
-        pods.network(&record).await.is_none(),
+        crate::pod::network(&record).await.is_none(),
         "no network when stopped"
     );
 }

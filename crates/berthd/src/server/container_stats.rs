@@ -1,8 +1,6 @@
 //! `ContainerStats`, and the conversions from cgroup readings to CRI usage messages that pod
 //! stats share.
 
-use std::path::Path;
-
 use berth_cgroups::stats::{CgroupStats, MemoryStats, Pressure, PsiLine};
 use cri_api::v1::{
     ContainerAttributes, ContainerStats, ContainerStatsRequest, ContainerStatsResponse, CpuUsage,
@@ -12,13 +10,12 @@ use cri_api::v1::{
 use tonic::Status;
 
 use super::CriService;
-use crate::cgroup_reading::{read_cgroup, Reading};
+use crate::cgroup_reading::Reading;
 use crate::clock::now_nanos;
-use crate::container::rootfs::RootfsPaths;
 use crate::container::store::ContainerRecord;
-use crate::cpu_rate::CpuSample;
-use crate::disk_usage::{disk_usage, DiskUsage};
-use crate::proc_counts::{self, ProcessCounts};
+use crate::disk_usage::DiskUsage;
+use crate::proc_counts::ProcessCounts;
+use crate::usage_reading::{self, ContainerReading};
 
 /// How many containers or pods the list calls (stats, metrics) read at
 /// once. Each reading is a few small blocking reads (cgroup files, the
@@ -85,34 +82,33 @@ impl CriService {
     }
 
     /// [`Self::container_stats`], with what its cgroup read and, for
-    /// metrics, what its processes hold open.
+    /// metrics, what its processes hold open: from the stats sampler's
+    /// last pass, else (sampling off, a container newer than the pass, a
+    /// stale pass) read now.
     pub(super) async fn container_usage(
         &self,
         record: &ContainerRecord,
         read_for: ReadFor,
     ) -> ContainerUsage {
-        let cgroup = self.container_cgroup_path(record).await;
-        let upper = RootfsPaths::new(&record.layer_dir, &record.bundle).upper;
-        let cgroups = self.context().containers.cgroups.clone();
-        let init = u32::try_from(record.pid).ok().filter(|pid| *pid > 0);
-        let read = tokio::task::spawn_blocking(move || {
-            let reading = read_cgroup(cgroups.as_ref(), cgroup.as_deref());
-            let processes = cgroup
-                .as_deref()
-                .filter(|_| read_for == ReadFor::Metrics)
-                .and_then(|path| cgroups.stats_dirs(path).ok())
-                .and_then(|dirs| berth_cgroups::stats::procs(&dirs).ok())
-                .map(|pids| proc_counts::count(Path::new("/proc"), &pids, init));
-            let layer = disk_usage(&upper).ok();
-            (reading, processes, layer, now_nanos())
-        })
-        .await;
-        let (reading, processes, layer, layer_at) = read.unwrap_or_else(|_| {
-            let at = now_nanos();
-            (Reading { at, stats: None }, None, None, at)
-        });
+        let context = self.context();
+        let (reading, nano_cores) = match context.stats.container(&record.id, now_nanos()) {
+            Some(sample) => (sample.reading.clone(), sample.nano_cores),
+            None => {
+                let with_processes = read_for == ReadFor::Metrics;
+                let reading =
+                    usage_reading::container(&context.containers, record, with_processes).await;
+                let rate = self.live_rate(&record.id, &reading.cgroup);
+                (reading, rate)
+            }
+        };
+        let ContainerReading {
+            cgroup: reading,
+            processes,
+            layer,
+            layer_at,
+        } = reading;
         let config = record.config.clone();
-        let usage = self.usage_messages(&record.id, &reading);
+        let usage = usage_messages(&reading, nano_cores);
         let stats = ContainerStats {
             attributes: Some(ContainerAttributes {
                 id: record.id.clone(),
@@ -126,7 +122,7 @@ impl CriService {
                 writable_layer(
                     usage,
                     layer_at,
-                    &self.context().containers.layers_dir.display().to_string(),
+                    &context.containers.layers_dir.display().to_string(),
                 )
             }),
             swap: usage.swap,
@@ -143,62 +139,40 @@ impl CriService {
         }
     }
 
-    /// The container's cgroup path, from its sandbox's parent.
-    async fn container_cgroup_path(&self, record: &ContainerRecord) -> Option<String> {
-        if record.cgroup_dir().starts_with('/') {
-            return Some(record.cgroup_dir().to_string());
-        }
-        let parent = self
-            .context()
-            .sandboxes
-            .store
-            .published(&record.sandbox_id)
-            .ok()??
-            .cgroup_parent
-            .clone();
-        berth_cgroups::container_cgroup(self.context().sandboxes.driver, &parent, &record.id)
-            .ok()
-            .map(|location| location.path)
+    /// The cpu rate of a reading taken now, from `id`'s reading before.
+    pub(super) fn live_rate(&self, id: &str, reading: &Reading) -> Option<u64> {
+        self.context().stats.rate(id, reading)
     }
+}
 
-    /// CPU, memory, swap and IO messages for a reading of `id`'s cgroup;
-    /// the nano-cores rate comes from `id`'s previous sample.
-    pub(super) fn usage_messages(&self, id: &str, reading: &Reading) -> UsageMessages {
-        let Some(stats) = &reading.stats else {
-            return UsageMessages::default();
-        };
-        let pressure = stats.pressure.unwrap_or_default();
-        let cpu = stats.cpu.map(|cpu| {
-            let rate = self.context().cpu_samples.rate(
-                id,
-                CpuSample {
-                    at_ns: reading.at,
-                    usage_ns: cpu.usage_ns,
-                },
-            );
-            CpuUsage {
-                psi: pressure.cpu.map(psi_stats),
-                ..cpu_usage(reading.at, cpu.usage_ns, rate)
-            }
-        });
-        let memory = stats.memory.map(|memory| MemoryUsage {
-            psi: pressure.memory.map(psi_stats),
-            ..memory_usage(reading.at, &memory)
-        });
-        let swap = stats
-            .memory
-            .and_then(|memory| swap_usage(reading.at, &memory));
-        // IoUsage holds only pressure in CRI: no pressure, no message.
-        let io = pressure.io.map(|io| IoUsage {
-            timestamp: reading.at,
-            psi: Some(psi_stats(io)),
-        });
-        UsageMessages {
-            cpu,
-            memory,
-            swap,
-            io,
-        }
+/// CPU, memory, swap and IO messages for a reading of a cgroup, with its
+/// cpu rate if known.
+pub(super) fn usage_messages(reading: &Reading, nano_cores: Option<u64>) -> UsageMessages {
+    let Some(stats) = &reading.stats else {
+        return UsageMessages::default();
+    };
+    let pressure = stats.pressure.unwrap_or_default();
+    let cpu = stats.cpu.map(|cpu| CpuUsage {
+        psi: pressure.cpu.map(psi_stats),
+        ..cpu_usage(reading.at, cpu.usage_ns, nano_cores)
+    });
+    let memory = stats.memory.map(|memory| MemoryUsage {
+        psi: pressure.memory.map(psi_stats),
+        ..memory_usage(reading.at, &memory)
+    });
+    let swap = stats
+        .memory
+        .and_then(|memory| swap_usage(reading.at, &memory));
+    // IoUsage holds only pressure in CRI: no pressure, no message.
+    let io = pressure.io.map(|io| IoUsage {
+        timestamp: reading.at,
+        psi: Some(psi_stats(io)),
+    });
+    UsageMessages {
+        cpu,
+        memory,
+        swap,
+        io,
     }
 }
 

@@ -63,7 +63,7 @@ impl CriService {
             context.metrics.observe_oom_kill();
         }
         if kind == ContainerEventType::ContainerDeletedEvent {
-            context.cpu_samples.forget(container_id);
+            context.stats.forget(container_id);
         }
     }
 

@@ -1,11 +1,15 @@
 //! `ListContainers`.
 
 use cri_api::v1::{Container, ContainerFilter, ListContainersRequest, ListContainersResponse};
+use futures_util::stream::{self, StreamExt};
 use tonic::Status;
 
 use super::container_status::{cri_state, image_spec};
 use super::filters::labels_match;
 use super::CriService;
+
+/// States asked of shims at once, when none is kept.
+const STATES_AT_ONCE: usize = 16;
 
 impl CriService {
     pub(super) async fn serve_list_containers(
@@ -26,24 +30,35 @@ impl CriService {
         let mut items = Vec::new();
         // Each container as last persisted: a list never waits for a
         // removal in progress, and copies out only what passes the filter.
-        for record in containers.store.published_all() {
-            // A handler's sandbox container is the pod's, not one of its
-            // containers.
-            let wanted = !record.is_sandbox_container()
-                && (filter.id.is_empty() || record.id.starts_with(&filter.id))
-                && (filter.pod_sandbox_id.is_empty()
-                    || record.sandbox_id.starts_with(&filter.pod_sandbox_id))
-                && labels_match(&record.config.labels, &filter.label_selector);
-            if !wanted {
-                continue;
-            }
-            let state = cri_state(containers.state(&record).await.as_ref());
+        let records: Vec<_> = containers
+            .store
+            .published_all()
+            .into_iter()
+            .filter(|record| {
+                // A handler's sandbox container is the pod's, not one of
+                // its containers.
+                !record.is_sandbox_container()
+                    && (filter.id.is_empty() || record.id.starts_with(&filter.id))
+                    && (filter.pod_sandbox_id.is_empty()
+                        || record.sandbox_id.starts_with(&filter.pod_sandbox_id))
+                    && labels_match(&record.config.labels, &filter.label_selector)
+            })
+            .collect();
+        // The states at once: a shim that does not answer costs the list
+        // its bound once, not once per such shim.
+        let states: Vec<_> = stream::iter(records.iter().cloned())
+            .map(|record| async move { containers.state(&record).await })
+            .buffered(STATES_AT_ONCE)
+            .collect()
+            .await;
+        for (record, state) in records.iter().zip(states) {
+            let state = cri_state(state.as_ref());
             if let Some(wanted) = &filter.state {
                 if wanted.state() != state {
                     continue;
                 }
             }
-            let image = Some(image_spec(&record));
+            let image = Some(image_spec(record));
             items.push(Container {
                 image,
                 image_ref: record.image_id.clone(),

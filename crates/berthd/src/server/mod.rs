@@ -98,8 +98,10 @@ pub struct RuntimeContext {
     pub exit_watcher: Option<crate::events::ExitWatcher>,
     /// berthd's own Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// The previous cpu sample of each container and pod, for nano-cores.
-    pub cpu_samples: crate::cpu_rate::CpuSamples,
+    /// Every container's and pod's usage as last sampled, which the stats
+    /// and metrics calls answer from (`stats_collection_period`), and the
+    /// last cpu reading of each, for nano-cores.
+    pub stats: Arc<crate::stats_sampler::StatsSampler>,
     /// The streaming server that Exec, Attach and PortForward hand URLs of.
     pub streams: StreamServer,
     /// What the kernel can do, probed at start-up.

@@ -10,11 +10,13 @@ use cri_api::v1::{
 };
 use tonic::Status;
 
-use super::container_stats::{CgroupSample, ReadFor};
+use super::container_stats::{usage_messages, CgroupSample, ReadFor};
 use super::CriService;
+use crate::clock::now_nanos;
 use crate::net_stats::{InterfaceCounters, NetCounters};
 pub(super) use crate::pod::NetSample;
 use crate::sandbox::store::SandboxRecord;
+use crate::usage_reading::{self, PodReading};
 
 impl CriService {
     pub(super) async fn serve_pod_sandbox_stats(
@@ -44,19 +46,40 @@ impl CriService {
         record: &SandboxRecord,
         read_for: ReadFor,
     ) -> PodUsage {
-        let containers = self.context().containers.of_sandbox(&record.id).await;
+        // As last persisted: stats never wait for a stop or a removal.
+        let context = self.context();
+        let containers = context.containers.store.published_owned_by(&record.id);
         let mut container_stats = Vec::with_capacity(containers.len());
         let mut samples = HashMap::new();
         let mut container_cgroups = Vec::with_capacity(containers.len());
         for container in &containers {
             let usage = self.container_usage(container, read_for).await;
-            container_stats.push(usage.stats);
             container_cgroups.extend(usage.sample.cgroup.clone());
+            // A handler's sandbox container counts in the pod's usage but
+            // is not one of its containers (as in ListContainers).
+            if container.is_sandbox_container() {
+                continue;
+            }
+            container_stats.push(usage.stats);
             samples.insert(container.id.clone(), usage.sample);
         }
-        let pods = self.pods();
-        let reading = pods.cgroup_reading(record, container_cgroups).await;
-        let usage = self.usage_messages(&record.id, &reading);
+        // The sampler's last pass, else read now (as a container's).
+        let (
+            PodReading {
+                cgroup: reading,
+                network,
+            },
+            nano_cores,
+        ) = match context.stats.pod(&record.id, now_nanos()) {
+            Some(sample) => (sample.reading.clone(), sample.nano_cores),
+            None => {
+                let reading =
+                    usage_reading::pod(&context.containers, record, container_cgroups).await;
+                let rate = self.live_rate(&record.id, &reading.cgroup);
+                (reading, rate)
+            }
+        };
+        let usage = usage_messages(&reading, nano_cores);
         let process = reading
             .stats
             .as_ref()
@@ -67,7 +90,6 @@ impl CriService {
                     value: pids.current,
                 }),
             });
-        let network = pods.network(record).await;
         let config = record.config.clone();
         let stats = PodSandboxStats {
             attributes: Some(PodSandboxAttributes {

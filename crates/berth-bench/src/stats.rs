@@ -1,0 +1,289 @@
+//! What kubelet asks a full node over and over: the stats RPCs timed one
+//! after another, and every other pod's status, list and stats polled while
+//! one container's shim is stopped or its cgroup frozen.
+
+use std::time::{Duration, Instant};
+
+use cri_api::v1::{
+    ContainerFilter, ContainerState, ContainerStatsFilter, ContainerStatusRequest,
+    ListContainerStatsRequest, ListContainersRequest, ListPodSandboxMetricsRequest,
+    ListPodSandboxRequest, ListPodSandboxStatsRequest, PodSandboxFilter, PodSandboxStatsFilter,
+};
+use tonic::{Code, Request, Status};
+
+use crate::client::Cri;
+use crate::record::{ms, Out};
+use crate::workload::{labels, LABEL};
+
+/// How long one polled RPC may take before it counts as stalled: a stopped
+/// shim must not hang the bench, and the timeout shows in the samples.
+const RPC_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one stats RPC may take: containerd's ListPodSandboxMetrics
+/// takes about 0.1 s per pod.
+const STATS_TIMEOUT: Duration = Duration::from_secs(120);
+/// Once an RPC's calls have taken this long in all, it is not repeated:
+/// the run stays bounded where a runtime takes seconds per call.
+const STATS_BUDGET: Duration = Duration::from_secs(60);
+/// How long the stalled container's own status is waited for: longer than
+/// berthd's 30 s shim-call bound, so that what a runtime does at its own
+/// bound is what is measured.
+const OWN_STATUS_TIMEOUT: Duration = Duration::from_secs(40);
+
+fn timed<T>(message: T, timeout: Duration) -> Request<T> {
+    let mut request = Request::new(message);
+    request.set_timeout(timeout);
+    request
+}
+
+/// The stats RPCs kubelet makes (and the two lists for reference), each
+/// timed `n` times in a row, or until its calls took [`STATS_BUDGET`] in
+/// all. An RPC the runtime does not implement is left out of the records
+/// (and said so).
+pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), String> {
+    let mut rt = cri.runtime.clone();
+    let names = [
+        "ListPodSandboxStats",
+        "ListContainerStats",
+        "ListPodSandboxMetrics",
+        "ListContainers",
+        "ListPodSandbox",
+    ];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut unimplemented = [false; 5];
+    let mut spent = [Duration::ZERO; 5];
+    for _ in 0..n {
+        for (i, name) in names.iter().enumerate() {
+            if unimplemented[i] || spent[i] >= STATS_BUDGET {
+                continue;
+            }
+            let t = Instant::now();
+            let result: Result<(), Status> = match i {
+                0 => rt
+                    .list_pod_sandbox_stats(timed(
+                        ListPodSandboxStatsRequest {
+                            filter: Some(PodSandboxStatsFilter::default()),
+                        },
+                        STATS_TIMEOUT,
+                    ))
+                    .await
+                    .map(drop),
+                1 => rt
+                    .list_container_stats(timed(
+                        ListContainerStatsRequest {
+                            filter: Some(ContainerStatsFilter::default()),
+                        },
+                        STATS_TIMEOUT,
+                    ))
+                    .await
+                    .map(drop),
+                2 => rt
+                    .list_pod_sandbox_metrics(timed(ListPodSandboxMetricsRequest {}, STATS_TIMEOUT))
+                    .await
+                    .map(drop),
+                3 => rt
+                    .list_containers(timed(
+                        ListContainersRequest {
+                            filter: Some(ContainerFilter::default()),
+                        },
+                        STATS_TIMEOUT,
+                    ))
+                    .await
+                    .map(drop),
+                _ => rt
+                    .list_pod_sandbox(timed(
+                        ListPodSandboxRequest {
+                            filter: Some(PodSandboxFilter::default()),
+                        },
+                        STATS_TIMEOUT,
+                    ))
+                    .await
+                    .map(drop),
+            };
+            spent[i] += t.elapsed();
+            let elapsed = ms(t.elapsed());
+            match result {
+                Ok(()) => samples[i].push(elapsed),
+                Err(s) if s.code() == Code::Unimplemented => {
+                    eprintln!("berth-bench: {name}: not implemented by this runtime");
+                    unimplemented[i] = true;
+                }
+                Err(s) => return Err(format!("{name}: {s}")),
+            }
+        }
+    }
+    for (name, s) in names.iter().zip(&samples) {
+        if !s.is_empty() {
+            out.write(&format!("{metric}/{name}"), "ms", s)?;
+        }
+    }
+    Ok(())
+}
+
+/// One running container of the pods labelled `tag`: prints its id, its
+/// process's pid and (berth) its shim dir, tab-separated, from verbose
+/// ContainerStatus.
+pub async fn pick(cri: &Cri, tag: &str) -> Result<(), String> {
+    let mut rt = cri.runtime.clone();
+    let containers = running(cri, tag).await?;
+    // The middle one: neither the first nor the last pod started.
+    let id = containers
+        .get(containers.len() / 2)
+        .ok_or_else(|| format!("no running container labelled {LABEL}={tag}"))?
+        .clone();
+    let response = rt
+        .container_status(ContainerStatusRequest {
+            container_id: id.clone(),
+            verbose: true,
+        })
+        .await
+        .map_err(|s| format!("ContainerStatus {id}: {s}"))?
+        .into_inner();
+    let info: serde_json::Value = response
+        .info
+        .get("info")
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default();
+    let pid = info.get("pid").and_then(|p| p.as_i64()).unwrap_or(0);
+    let shim_dir = info.get("shimDir").and_then(|d| d.as_str()).unwrap_or("");
+    println!("{id}\t{pid}\t{shim_dir}");
+    Ok(())
+}
+
+async fn running(cri: &Cri, tag: &str) -> Result<Vec<String>, String> {
+    let mut rt = cri.runtime.clone();
+    let mut ids: Vec<String> = rt
+        .list_containers(ListContainersRequest {
+            filter: Some(ContainerFilter {
+                state: Some(cri_api::v1::ContainerStateValue {
+                    state: ContainerState::ContainerRunning as i32,
+                }),
+                label_selector: labels(tag),
+                ..Default::default()
+            }),
+        })
+        .await
+        .map_err(|s| format!("ListContainers: {s}"))?
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// `rounds` rounds of: ContainerStatus of every running container labelled
+/// `tag` but `skip`, then one ListContainers and one ListContainerStats.
+/// With `stalled`, the status of that container is asked once, alongside:
+/// its latency is recorded under `<metric>/own ContainerStatus` and what it
+/// reports is printed. An RPC that times out counts at its timeout and in
+/// `<metric>/timeouts`.
+pub async fn poll(
+    cri: &Cri,
+    out: &Out,
+    tag: &str,
+    skip: &str,
+    rounds: usize,
+    metric: &str,
+    stalled: bool,
+) -> Result<(), String> {
+    let others: Vec<String> = running(cri, tag)
+        .await?
+        .into_iter()
+        .filter(|id| id != skip)
+        .collect();
+    let own = stalled.then(|| {
+        let mut rt = cri.runtime.clone();
+        let id = skip.to_string();
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let result = rt
+                .container_status(timed(
+                    ContainerStatusRequest {
+                        container_id: id,
+                        verbose: false,
+                    },
+                    OWN_STATUS_TIMEOUT,
+                ))
+                .await;
+            let took = ms(t.elapsed());
+            let said = match result {
+                Ok(r) => r
+                    .into_inner()
+                    .status
+                    .and_then(|s| ContainerState::try_from(s.state).ok())
+                    .map_or("no status".to_string(), |s| s.as_str_name().to_string()),
+                Err(s) => format!("error {:?}: {}", s.code(), s.message()),
+            };
+            (took, said)
+        })
+    });
+    let mut rt = cri.runtime.clone();
+    let (mut status, mut list, mut stats) = (Vec::new(), Vec::new(), Vec::new());
+    let mut timeouts = 0usize;
+    // A timed-out call counts at its timeout; any other error fails the run.
+    let mut take = |result: Result<(), Status>, t: Instant, into: &mut Vec<f64>| {
+        match result {
+            Ok(()) => {}
+            Err(s) if s.code() == Code::DeadlineExceeded || s.code() == Code::Cancelled => {
+                timeouts += 1
+            }
+            Err(s) => return Err(s.to_string()),
+        }
+        into.push(ms(t.elapsed()));
+        Ok(())
+    };
+    for _ in 0..rounds {
+        for id in &others {
+            let t = Instant::now();
+            let r = rt
+                .container_status(timed(
+                    ContainerStatusRequest {
+                        container_id: id.clone(),
+                        verbose: false,
+                    },
+                    RPC_TIMEOUT,
+                ))
+                .await
+                .map(drop);
+            take(r, t, &mut status).map_err(|e| format!("ContainerStatus {id}: {e}"))?;
+        }
+        let t = Instant::now();
+        let r = rt
+            .list_containers(timed(
+                ListContainersRequest {
+                    filter: Some(ContainerFilter::default()),
+                },
+                RPC_TIMEOUT,
+            ))
+            .await
+            .map(drop);
+        take(r, t, &mut list).map_err(|e| format!("ListContainers: {e}"))?;
+        let t = Instant::now();
+        let r = rt
+            .list_container_stats(timed(
+                ListContainerStatsRequest {
+                    filter: Some(ContainerStatsFilter::default()),
+                },
+                RPC_TIMEOUT,
+            ))
+            .await
+            .map(drop);
+        take(r, t, &mut stats).map_err(|e| format!("ListContainerStats: {e}"))?;
+    }
+    out.write(&format!("{metric}/ContainerStatus"), "ms", &status)?;
+    out.write(&format!("{metric}/ListContainers"), "ms", &list)?;
+    out.write(&format!("{metric}/ListContainerStats"), "ms", &stats)?;
+    out.write(&format!("{metric}/timeouts"), "count", &[timeouts as f64])?;
+    if let Some(own) = own {
+        let (took, said) = own.await.map_err(|err| err.to_string())?;
+        eprintln!("berth-bench: {metric}: own ContainerStatus took {took:.1} ms: {said}");
+        out.write_with(
+            &format!("{metric}/own ContainerStatus"),
+            "ms",
+            &[took],
+            &[("reported", said.as_str())],
+        )?;
+    }
+    Ok(())
+}

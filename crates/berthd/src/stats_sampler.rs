@@ -1,0 +1,431 @@
+//! The stats sampler: every container's and pod's usage, read in the
+//! background once per `stats_collection_period` (CRI-O's key), which the
+//! stats and metrics calls answer from. Read live on every call, kubelet's
+//! ListPodSandboxStats took 0.3-0.8 ms per pod (every cgroup file, a walk
+//! of each writable layer, a thread in each pod's network namespace); from
+//! the last sample it is only the building of the answer.
+//!
+//! Each value keeps the time it was read, and a sample's cpu rate
+//! (`usage_nano_cores`) is the one between it and the sample before, as
+//! cadvisor computes it between its housekeeping reads (the first pass
+//! of a container: since a call read it, if one did). A pass replaces
+//! the whole set, so removed containers and pods drop out; ones created
+//! since are not in it, and the calls read those when asked
+//! ([`StatsSampler::container`] answers None), as they do a sample gone
+//! stale (a pass that could not run). The sampler reads through
+//! [`UsageSource`], which reads cgroups, the filesystem and `/proc`, never a
+//! shim: a stopped shim cannot stall it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_cgroups::stats::CgroupStats;
+use futures_util::stream::{self, StreamExt};
+
+use crate::cgroup_reading::Reading;
+use crate::container::store::ContainerRecord;
+use crate::container::ContainerManager;
+use crate::cpu_rate::{CpuSample, CpuSamples};
+use crate::sandbox::store::SandboxRecord;
+use crate::usage_reading::{ContainerReading, PodReading};
+
+/// How many containers or pods a pass reads at once: each reading is a few
+/// blocking reads on a thread of their own; a few at once keep the pass
+/// short without filling the blocking pool.
+const READS_AT_ONCE: usize = 4;
+
+/// One container's last sample.
+#[derive(Debug, Clone)]
+pub struct ContainerSample {
+    pub reading: ContainerReading,
+    /// The cpu rate since the sample before, in billionths of a core.
+    pub nano_cores: Option<u64>,
+}
+
+/// One pod's last sample.
+#[derive(Debug, Clone)]
+pub struct PodSample {
+    pub reading: PodReading,
+    pub nano_cores: Option<u64>,
+}
+
+/// What a pass reads, and how.
+#[async_trait]
+pub trait UsageSource: Send + Sync {
+    /// The containers there are now.
+    fn containers(&self) -> Vec<Arc<ContainerRecord>>;
+    /// The pods there are now.
+    fn pods(&self) -> Vec<Arc<SandboxRecord>>;
+    /// One container's readings, open files included.
+    async fn container(&self, record: &ContainerRecord) -> ContainerReading;
+    /// One pod's readings; `containers` are its containers' cgroups.
+    async fn pod(&self, record: &SandboxRecord, containers: Vec<CgroupStats>) -> PodReading;
+}
+
+/// The node's containers and pods, read as [`crate::usage_reading`] does.
+pub struct HostUsage {
+    pub containers: Arc<ContainerManager>,
+}
+
+#[async_trait]
+impl UsageSource for HostUsage {
+    fn containers(&self) -> Vec<Arc<ContainerRecord>> {
+        // As last persisted: a pass never waits for a stop or a removal.
+        self.containers.store.published_all()
+    }
+
+    fn pods(&self) -> Vec<Arc<SandboxRecord>> {
+        self.containers.sandboxes.store.published_all()
+    }
+
+    async fn container(&self, record: &ContainerRecord) -> ContainerReading {
+        crate::usage_reading::container(&self.containers, record, true).await
+    }
+
+    async fn pod(&self, record: &SandboxRecord, containers: Vec<CgroupStats>) -> PodReading {
+        crate::usage_reading::pod(&self.containers, record, containers).await
+    }
+}
+
+#[derive(Default)]
+struct Samples {
+    containers: HashMap<String, Arc<ContainerSample>>,
+    pods: HashMap<String, Arc<PodSample>>,
+}
+
+/// The last pass's samples.
+pub struct StatsSampler {
+    /// None: no sampling, every call reads.
+    period: Option<Duration>,
+    samples: RwLock<Samples>,
+    /// The last cpu reading of each container and pod, a pass's or a
+    /// call's: a container's first pass has its rate from a call that read
+    /// it before, and after that the passes follow each other.
+    cpu: CpuSamples,
+}
+
+impl StatsSampler {
+    /// A sampler that samples every `period`; zero samples nothing.
+    pub fn new(period: Duration) -> Self {
+        Self {
+            period: (!period.is_zero()).then_some(period),
+            samples: RwLock::default(),
+            cpu: CpuSamples::default(),
+        }
+    }
+
+    /// The cpu rate of `id` from `reading` and its reading before; keeps
+    /// `reading` for the next.
+    pub fn rate(&self, id: &str, reading: &Reading) -> Option<u64> {
+        let cpu = reading.stats.as_ref()?.cpu?;
+        self.cpu.rate(
+            id,
+            CpuSample {
+                at_ns: reading.at,
+                usage_ns: cpu.usage_ns,
+            },
+        )
+    }
+
+    /// Forgets the cpu reading of a removed container or pod.
+    pub fn forget(&self, id: &str) {
+        self.cpu.forget(id);
+    }
+
+    /// Samples every period until the returned task is aborted (none when
+    /// sampling is off). A pass that overruns the period delays the next
+    /// instead of running two at once.
+    pub fn spawn(
+        self: &Arc<Self>,
+        source: Arc<dyn UsageSource>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let period = self.period?;
+        let sampler = self.clone();
+        Some(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                sampler.sample(source.as_ref()).await;
+            }
+        }))
+    }
+
+    /// One pass: every container, then every pod (which sums its
+    /// containers' cgroups as this pass read them).
+    pub async fn sample(&self, source: &dyn UsageSource) {
+        let records = source.containers();
+        let readings: Vec<(Arc<ContainerRecord>, ContainerReading)> = stream::iter(records)
+            .map(|record| async move {
+                let reading = source.container(&record).await;
+                (record, reading)
+            })
+            .buffer_unordered(READS_AT_ONCE)
+            .collect()
+            .await;
+        let mut of_pod: HashMap<String, Vec<CgroupStats>> = HashMap::new();
+        for (record, reading) in &readings {
+            if let Some(stats) = &reading.cgroup.stats {
+                of_pod
+                    .entry(record.sandbox_id.clone())
+                    .or_default()
+                    .push(stats.clone());
+            }
+        }
+        let of_pod = &of_pod;
+        let pods: Vec<(Arc<SandboxRecord>, PodReading)> = stream::iter(source.pods())
+            .map(|record| async move {
+                let containers = of_pod.get(&record.id).cloned().unwrap_or_default();
+                let reading = source.pod(&record, containers).await;
+                (record, reading)
+            })
+            .buffer_unordered(READS_AT_ONCE)
+            .collect()
+            .await;
+
+        let containers = readings
+            .into_iter()
+            .map(|(record, reading)| {
+                let nano_cores = self.rate(&record.id, &reading.cgroup);
+                let sample = ContainerSample {
+                    reading,
+                    nano_cores,
+                };
+                (record.id.clone(), Arc::new(sample))
+            })
+            .collect();
+        let pods = pods
+            .into_iter()
+            .map(|(record, reading)| {
+                let nano_cores = self.rate(&record.id, &reading.cgroup);
+                (
+                    record.id.clone(),
+                    Arc::new(PodSample {
+                        reading,
+                        nano_cores,
+                    }),
+                )
+            })
+            .collect();
+        *self
+            .samples
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Samples { containers, pods };
+    }
+
+    /// Container `id`'s last sample, unless it has none or it is older
+    /// than two periods at `now` (nanoseconds): then the caller reads.
+    pub fn container(&self, id: &str, now: i64) -> Option<Arc<ContainerSample>> {
+        let sample = self.read().containers.get(id)?.clone();
+        self.fresh(sample.reading.cgroup.at, now).then_some(sample)
+    }
+
+    /// Pod `id`'s last sample, as [`Self::container`].
+    pub fn pod(&self, id: &str, now: i64) -> Option<Arc<PodSample>> {
+        let sample = self.read().pods.get(id)?.clone();
+        self.fresh(sample.reading.cgroup.at, now).then_some(sample)
+    }
+
+    /// Whether a sample read at `at` may still answer at `now`: two
+    /// periods leave room for a pass that a loaded node slowed down.
+    fn fresh(&self, at: i64, now: i64) -> bool {
+        let Some(period) = self.period else {
+            return false;
+        };
+        let limit = i64::try_from(period.as_nanos().saturating_mul(2)).unwrap_or(i64::MAX);
+        now.saturating_sub(at) <= limit
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Samples> {
+        self.samples
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use berth_cgroups::stats::CpuStats;
+
+    use super::*;
+    use crate::container::lifecycle_tests::{container, fixture, Fixture};
+
+    /// The fixture's containers and pods, with the cpu time each has used
+    /// as the test sets it, read at the time the test sets.
+    struct Script {
+        host: HostUsage,
+        now: Mutex<i64>,
+        used: Mutex<HashMap<String, u64>>,
+    }
+
+    impl Script {
+        fn on(f: &Fixture) -> Self {
+            Self {
+                host: HostUsage {
+                    containers: f.manager.clone(),
+                },
+                now: Mutex::new(0),
+                used: Mutex::default(),
+            }
+        }
+
+        fn at(&self, now: i64, used: &[(&str, u64)]) {
+            *self.now.lock().unwrap() = now;
+            let mut kept = self.used.lock().unwrap();
+            for (id, ns) in used {
+                kept.insert(id.to_string(), *ns);
+            }
+        }
+
+        fn reading(&self, id: &str) -> Reading {
+            let usage_ns = self.used.lock().unwrap().get(id).copied();
+            Reading {
+                at: *self.now.lock().unwrap(),
+                stats: usage_ns.map(|usage_ns| CgroupStats {
+                    cpu: Some(CpuStats { usage_ns }),
+                    ..Default::default()
+                }),
+            }
+        }
+    }
+
+    #[async_trait]
+    impl UsageSource for Script {
+        fn containers(&self) -> Vec<Arc<ContainerRecord>> {
+            self.host.containers()
+        }
+
+        fn pods(&self) -> Vec<Arc<SandboxRecord>> {
+            self.host.pods()
+        }
+
+        async fn container(&self, record: &ContainerRecord) -> ContainerReading {
+            let cgroup = self.reading(&record.id);
+            ContainerReading {
+                layer_at: cgroup.at,
+                cgroup,
+                processes: None,
+                layer: None,
+            }
+        }
+
+        async fn pod(&self, record: &SandboxRecord, containers: Vec<CgroupStats>) -> PodReading {
+            // The pod's own cgroup plus what the pass read of its containers.
+            let mut cgroup = self.reading(&record.id);
+            if let Some(stats) = cgroup.stats.as_mut() {
+                for container in &containers {
+                    stats.accumulate(container);
+                }
+            }
+            PodReading {
+                cgroup,
+                network: None,
+            }
+        }
+    }
+
+    const SECOND: i64 = 1_000_000_000;
+    /// A second of cpu time, in nanoseconds.
+    const CPU_SECOND: u64 = 1_000_000_000;
+
+    #[tokio::test]
+    async fn calls_answer_from_the_last_pass_with_its_time_and_the_rate_between_two() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let script = Script::on(&f);
+        let sampler = StatsSampler::new(Duration::from_secs(10));
+
+        script.at(10 * SECOND, &[(&app, 5 * CPU_SECOND), (&pod, CPU_SECOND)]);
+        sampler.sample(&script).await;
+        let first = sampler.container(&app, 11 * SECOND).expect("sampled");
+        assert_eq!(
+            first.reading.cgroup.at,
+            10 * SECOND,
+            "the sample's own time"
+        );
+        assert_eq!(first.nano_cores, None, "one sample has no rate");
+
+        // 20 s later, half a core used by the container and a quarter by
+        // the pod's own cgroup.
+        script.at(
+            30 * SECOND,
+            &[(&app, 15 * CPU_SECOND), (&pod, 6 * CPU_SECOND)],
+        );
+        sampler.sample(&script).await;
+        let second = sampler.container(&app, 31 * SECOND).expect("sampled");
+        assert_eq!(second.reading.cgroup.at, 30 * SECOND);
+        assert_eq!(second.nano_cores, Some(500_000_000));
+        let pod_sample = sampler.pod(&pod, 31 * SECOND).expect("sampled");
+        assert_eq!(
+            pod_sample.nano_cores,
+            Some(750_000_000),
+            "its own and its container's"
+        );
+    }
+
+    #[tokio::test]
+    async fn new_ones_are_left_to_the_caller_removed_ones_drop_out_and_stale_ones_expire() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let old = f.create_ok(&pod, container("old")).await;
+        let script = Script::on(&f);
+        let sampler = StatsSampler::new(Duration::from_secs(10));
+        script.at(10 * SECOND, &[(&old, 0)]);
+        sampler.sample(&script).await;
+
+        let new = f.create_ok(&pod, container("new")).await;
+        assert!(
+            sampler.container(&new, 11 * SECOND).is_none(),
+            "read when asked"
+        );
+        f.manager.remove(&old).await.expect("remove");
+        script.at(20 * SECOND, &[(&new, 0)]);
+        sampler.sample(&script).await;
+        assert!(sampler.container(&new, 21 * SECOND).is_some());
+        assert!(sampler.container(&old, 21 * SECOND).is_none(), "removed");
+
+        // A pass that did not run for two periods: the caller reads.
+        assert!(sampler.container(&new, 40 * SECOND).is_some());
+        assert!(sampler.container(&new, 40 * SECOND + 1).is_none());
+        assert!(sampler.pod(&pod, 40 * SECOND + 1).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_period_of_zero_samples_nothing() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let sampler = Arc::new(StatsSampler::new(Duration::ZERO));
+        let script = Arc::new(Script::on(&f));
+        assert!(sampler.spawn(script.clone()).is_none());
+        sampler.sample(script.as_ref()).await;
+        assert!(sampler.container(&app, 0).is_none(), "every call reads");
+    }
+
+    #[tokio::test]
+    async fn a_pass_asks_no_shim() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        f.manager.start(&app).await.expect("start");
+        // Every shim stopped: a pass that asked one would never end.
+        for record in f.manager.store.published_all() {
+            f.fake_shims.stall(&record.shim_dir);
+        }
+        let sampler = StatsSampler::new(Duration::from_secs(10));
+        let host = HostUsage {
+            containers: f.manager.clone(),
+        };
+        tokio::time::timeout(Duration::from_secs(60), sampler.sample(&host))
+            .await
+            .expect("the pass ends");
+        let now = crate::clock::now_nanos();
+        assert!(sampler.container(&app, now).is_some());
+        assert!(sampler.pod(&pod, now).is_some());
+    }
+}
