@@ -30,7 +30,15 @@
 #   6. lifecycle latency with 0, 100 and 500 other pods running, in both
 #      runtimes at once, then in berth alone with its 500 (containerd's
 #      pods removed and containerd stopped); each level is measured once
-#      the machine is quiet again (settle).
+#      the machine is quiet again (settle);
+#   9. cold pull of an image with one 1.5 GiB layer of incompressible
+#      bytes (scripts/bench/bigimage.py, pushed once per run), directly
+#      from the registry and through berth-throttle-proxy, which limits each
+#      connection to 20 MiB/s as CDNs and object stores do; both runtimes
+#      reach the proxy as the mirror of the made-up host bigpull.bench
+#      (berth's [registry.mirrors], containerd's certs.d hosts.toml). The
+#      image is removed after each pull, so the layer is on disk at most in
+#      the registry and in one runtime at a time.
 # Quick mode uses fewer repetitions, fewer stored images and fewer other pods;
 # the table's header says which counts it used.
 #
@@ -43,7 +51,9 @@
 # unmounts what is left under its work dir, and deletes its bridge.
 #
 # Environment: CARGO_TARGET_DIR (default ~/.cache/berth/target),
-# BENCH_OUT (also write the table there), BENCH_REPS (repetitions).
+# BENCH_OUT (also write the table there), BENCH_REPS (repetitions),
+# BENCH_WORKLOADS (the workloads to run, e.g. "5 9"; default all; 3 and 4
+# run together).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -80,6 +90,16 @@ else
   SCALE_LEVELS=(0 100 500) SCALE_N=5
 fi
 MEM_LEVELS=(10 "$CONC_PODS")
+BIGPULL_MIB=1536 BIGPULL_RATE_MIB=20
+WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 9} "
+# want N: whether workload N runs.
+want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
+# want_any N...: whether any of them runs.
+want_any() {
+  local n
+  for n in "$@"; do want "$n" && return 0; done
+  return 1
+}
 
 REGISTRY_ADDR=127.0.0.1:5070
 REGISTRY=localhost:5070
@@ -131,6 +151,7 @@ RESULTS="$work/results.jsonl"
 : >"$RESULTS"
 declare -A SOCK=([berth]="$work/berth/berth.sock" [containerd]="$work/containerd/containerd.sock")
 berthd_pid=""
+proxy_pid=""
 
 # mounts_under DIR: mount points at or below DIR, deepest first.
 mounts_under() {
@@ -157,6 +178,7 @@ cleanup() {
     pid="$(recorded_pid "$f" berth-shim)" && stop_pid "$pid" berth-shim
   done
   [[ -d "$work/containerd" ]] && bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
+  [[ -z "$proxy_pid" ]] || stop_pid "$proxy_pid" berth-throttle-proxy
   BERTH_REGISTRY_ADDR="$REGISTRY_ADDR" bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1
   local mp attempt
   for attempt in 1 2 3; do
@@ -182,17 +204,33 @@ trap 'exit 130' INT TERM
 
 log "registry on $REGISTRY_ADDR, images"
 BERTH_REGISTRY_ADDR="$REGISTRY_ADDR" bash "$repo/scripts/registry.sh" start "$work/registry" >&2
-BERTH_IMAGES_WORKDIR="$work/images" bash "$repo/scripts/images/build.sh" "$REGISTRY" >"$work/images.log" 2>&1 || {
-  tail -n 40 "$work/images.log" >&2
-  die "building the stand-in images failed"
-}
-bash "$repo/scripts/bench/multilayer.sh" "$work/images" "$REGISTRY" >>"$work/images.log" 2>&1 || {
-  tail -n 20 "$work/images.log" >&2
-  die "building the multi-layer image failed"
-}
-"$PY" "$repo/scripts/bench/many_images.py" "$REGISTRY" "$MANY_IMAGES" "$work/many.txt"
-rm -rf "$work/images"
+if want_any 1 2 3 4 5 6; then
+  BERTH_IMAGES_WORKDIR="$work/images" bash "$repo/scripts/images/build.sh" "$REGISTRY" >"$work/images.log" 2>&1 || {
+    tail -n 40 "$work/images.log" >&2
+    die "building the stand-in images failed"
+  }
+  bash "$repo/scripts/bench/multilayer.sh" "$work/images" "$REGISTRY" >>"$work/images.log" 2>&1 || {
+    tail -n 20 "$work/images.log" >&2
+    die "building the multi-layer image failed"
+  }
+  "$PY" "$repo/scripts/bench/many_images.py" "$REGISTRY" "$MANY_IMAGES" "$work/many.txt"
+  rm -rf "$work/images"
+fi
 MULTILAYER_IMAGE="$REGISTRY/bench/multilayer:1"
+
+# The proxy of workload 9, and the mirror that sends bigpull.bench to it.
+BIGPULL_MIRROR=""
+if want 9; then
+  log "the ${BIGPULL_MIB} MiB-layer image, and berth-throttle-proxy at $BIGPULL_RATE_MIB MiB/s per connection"
+  "$PY" "$repo/scripts/bench/bigimage.py" "$REGISTRY_ADDR" "$BIGPULL_MIB"
+  "$BIN/berth-throttle-proxy" --upstream "$REGISTRY_ADDR" --rate-mib "$BIGPULL_RATE_MIB" \
+    </dev/null >"$work/proxy.addr" 2>"$work/proxy.log" &
+  proxy_pid=$!
+  for _ in $(seq 50); do [[ -s "$work/proxy.addr" ]] && break; sleep 0.1; done
+  PROXY_ADDR="$(head -n 1 "$work/proxy.addr")"
+  [[ -n "$PROXY_ADDR" ]] || die "berth-throttle-proxy did not start: $(cat "$work/proxy.log")"
+  BIGPULL_MIRROR="[registry.mirrors.\"bigpull.bench\"]\nendpoints = [\"http://$PROXY_ADDR\"]\nfallback_to_upstream = false"
+fi
 
 # ---------------------------------------------------------------- the shared CNI network
 
@@ -207,7 +245,7 @@ write_bridge_network "$CNI_CONF" berth-bench "$BRIDGE" "$SUBNET" "$work/cni/ipam
 log "starting berthd"
 mkdir -p "$work/berth/state"
 mount -t tmpfs -o mode=0711 tmpfs "$work/berth/state"
-write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY"
+write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY" "$BIGPULL_MIRROR"
 "$BERTHD" --config "$work/berth/runtime-config.toml" --listen "${SOCK[berth]}" \
   --root "$work/berth/root" --state "$work/berth/state" \
   </dev/null >"$work/berth/berthd.log" 2>&1 &
@@ -222,6 +260,16 @@ log "starting containerd"
 BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" BERTH_CONTAINERD_STATE_TMPFS=1 \
   bash "$repo/scripts/containerd/start.sh" "$work/containerd" >&2
 containerd_pid="$(cat "$work/containerd/containerd.pid")"
+if want 9; then
+  # containerd reads its hosts directory at every pull.
+  mkdir -p "$work/containerd/certs.d/bigpull.bench"
+  cat >"$work/containerd/certs.d/bigpull.bench/hosts.toml" <<EOF
+server = "http://$PROXY_ADDR"
+
+[host."http://$PROXY_ADDR"]
+  capabilities = ["pull", "resolve"]
+EOF
+fi
 declare -A DAEMON=([berth]="$berthd_pid" [containerd]="$containerd_pid")
 declare -A HELPERS=(
   [berth]="$work/berth/state/shims/*/shim.pid"
@@ -259,21 +307,24 @@ settle() {
 # order REP: the runtimes in the order repetition REP runs them.
 order() { if (($1 % 2 == 0)); then echo containerd berth; else echo berth containerd; fi; }
 
-log "pre-pulling the workload image (and containerd's sandbox image)"
-echo "$WORKLOAD_IMAGE" >"$work/workload-images.txt"
-client berth pull-all --file "$work/workload-images.txt"
-echo "$SANDBOX_IMAGE" >>"$work/workload-images.txt"
-client containerd pull-all --file "$work/workload-images.txt"
+if want_any 1 2 3 4 5 6; then
+  log "pre-pulling the workload image (and containerd's sandbox image)"
+  echo "$WORKLOAD_IMAGE" >"$work/workload-images.txt"
+  client berth pull-all --file "$work/workload-images.txt"
+  echo "$SANDBOX_IMAGE" >>"$work/workload-images.txt"
+  client containerd pull-all --file "$work/workload-images.txt"
 
-memory() { # RUNTIME LABEL PODS
-  # shellcheck disable=SC2086 # the helper glob is expanded by memory.py
-  "$PY" "$repo/scripts/bench/memory.py" "$RESULTS" "$1" "$2" "$3" "${DAEMON[$1]}" "${HELPERS[$1]}"
-}
-for rt in containerd berth; do memory "$rt" idle 0; done
+  memory() { # RUNTIME LABEL PODS
+    # shellcheck disable=SC2086 # the helper glob is expanded by memory.py
+    "$PY" "$repo/scripts/bench/memory.py" "$RESULTS" "$1" "$2" "$3" "${DAEMON[$1]}" "${HELPERS[$1]}"
+  }
+  for rt in containerd berth; do memory "$rt" idle 0; done
+fi
 
 # ---------------------------------------------------------------- 1. critest -benchmark
 
-cat >"$work/critest-params.yaml" <<EOF
+if want 1; then
+  cat >"$work/critest-params.yaml" <<EOF
 containersNumber: $CRITEST_N
 containersNumberParallel: 1
 podsNumber: $CRITEST_N
@@ -281,25 +332,27 @@ podsNumberParallel: 1
 imagesNumber: $CRITEST_IMAGES_N
 imagesNumberParallel: 1
 EOF
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "critest -benchmark, $rt, repetition $((rep + 1))/$REPS"
-    d="$work/critest/$rt-$rep"
-    mkdir -p "$d"
-    (cd "$d" && timeout 20m critest -benchmark \
-      --runtime-endpoint "unix://${SOCK[$rt]}" --image-endpoint "unix://${SOCK[$rt]}" \
-      --benchmarking-params-file "$work/critest-params.yaml" \
-      --benchmarking-output-dir "$d" --ginkgo.no-color >"$d/critest.log" 2>&1) || {
-      tail -n 30 "$d/critest.log" >&2
-      die "critest -benchmark against $rt failed (log: $d/critest.log)"
-    }
-    "$PY" "$repo/scripts/bench/critest_results.py" "$RESULTS" "$rt" "$d"
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "critest -benchmark, $rt, repetition $((rep + 1))/$REPS"
+      d="$work/critest/$rt-$rep"
+      mkdir -p "$d"
+      (cd "$d" && timeout 20m critest -benchmark \
+        --runtime-endpoint "unix://${SOCK[$rt]}" --image-endpoint "unix://${SOCK[$rt]}" \
+        --benchmarking-params-file "$work/critest-params.yaml" \
+        --benchmarking-output-dir "$d" --ginkgo.no-color >"$d/critest.log" 2>&1) || {
+        tail -n 30 "$d/critest.log" >&2
+        die "critest -benchmark against $rt failed (log: $d/critest.log)"
+      }
+      "$PY" "$repo/scripts/bench/critest_results.py" "$RESULTS" "$rt" "$d"
+    done
   done
-done
+fi
 
 # ---------------------------------------------------------------- 2. lifecycles
 
-cat >"$work/crictl-pod.json" <<EOF
+if want 2; then
+  cat >"$work/crictl-pod.json" <<EOF
 {
   "metadata": { "name": "crictl-loop", "namespace": "berth-bench", "uid": "crictl-loop-uid", "attempt": 0 },
   "hostname": "crictl-loop",
@@ -308,7 +361,7 @@ cat >"$work/crictl-pod.json" <<EOF
   "linux": {}
 }
 EOF
-cat >"$work/crictl-container.json" <<EOF
+  cat >"$work/crictl-container.json" <<EOF
 {
   "metadata": { "name": "work" },
   "image": { "image": "$WORKLOAD_IMAGE" },
@@ -318,101 +371,125 @@ cat >"$work/crictl-container.json" <<EOF
   "linux": {}
 }
 EOF
-mkdir -p "$work/logs/crictl"
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "lifecycles, $rt, repetition $((rep + 1))/$REPS"
-    # shellcheck disable=SC2046
-    client "$rt" lifecycle $(pod_args "$rt" life) --n "$LIFECYCLE_N" --metric lifecycle
-    "$PY" "$repo/scripts/bench/crictl_loop.py" "$RESULTS" "$rt" "${SOCK[$rt]}" "$CRICTL_N" \
-      "$work/crictl-pod.json" "$work/crictl-container.json"
+  mkdir -p "$work/logs/crictl"
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "lifecycles, $rt, repetition $((rep + 1))/$REPS"
+      # shellcheck disable=SC2046
+      client "$rt" lifecycle $(pod_args "$rt" life) --n "$LIFECYCLE_N" --metric lifecycle
+      "$PY" "$repo/scripts/bench/crictl_loop.py" "$RESULTS" "$rt" "${SOCK[$rt]}" "$CRICTL_N" \
+        "$work/crictl-pod.json" "$work/crictl-container.json"
+    done
   done
-done
+fi
 
 # ---------------------------------------------------------------- 3+4. concurrency and memory
 
-for rt in containerd berth; do
-  log "memory with ${MEM_LEVELS[0]} pods, $rt"
-  # shellcheck disable=SC2046
-  client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
-  memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
-  client "$rt" down --tag mem --clients "$CONC_CLIENTS"
-done
-for ((rep = 0; rep < CONC_REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "concurrency: $CONC_PODS pods, $CONC_CLIENTS clients, $rt, repetition $((rep + 1))/$CONC_REPS"
+if want 3 || want 4; then
+  for rt in containerd berth; do
+    log "memory with ${MEM_LEVELS[0]} pods, $rt"
     # shellcheck disable=SC2046
-    client "$rt" up $(pod_args "$rt" conc) --pods "$CONC_PODS" --clients "$CONC_CLIENTS" --metric concurrency
-    ((rep > 0)) || memory "$rt" "$CONC_PODS pods" "$CONC_PODS"
-    client "$rt" down --tag conc --clients "$CONC_CLIENTS"
+    client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
+    memory "$rt" "${MEM_LEVELS[0]} pods" "${MEM_LEVELS[0]}"
+    client "$rt" down --tag mem --clients "$CONC_CLIENTS"
   done
-done
+  for ((rep = 0; rep < CONC_REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "concurrency: $CONC_PODS pods, $CONC_CLIENTS clients, $rt, repetition $((rep + 1))/$CONC_REPS"
+      # shellcheck disable=SC2046
+      client "$rt" up $(pod_args "$rt" conc) --pods "$CONC_PODS" --clients "$CONC_CLIENTS" --metric concurrency
+      ((rep > 0)) || memory "$rt" "$CONC_PODS pods" "$CONC_PODS"
+      client "$rt" down --tag conc --clients "$CONC_CLIENTS"
+    done
+  done
+fi
 
 # ---------------------------------------------------------------- 5. images
 
-echo "$MULTILAYER_IMAGE" >"$work/multilayer.txt"
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "cold pull of $MULTILAYER_IMAGE, $rt, repetition $((rep + 1))/$REPS"
-    client "$rt" cold-pull --image "$MULTILAYER_IMAGE" --n 1
+if want 5; then
+  echo "$MULTILAYER_IMAGE" >"$work/multilayer.txt"
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "cold pull of $MULTILAYER_IMAGE, $rt, repetition $((rep + 1))/$REPS"
+      client "$rt" cold-pull --image "$MULTILAYER_IMAGE" --n 1
+    done
   done
-done
-for rt in containerd berth; do
-  log "pulling $MANY_IMAGES small images into $rt"
-  client "$rt" pull-all --file "$work/many.txt" --clients 4
-done
-for ((rep = 0; rep < REPS; rep++)); do
-  for rt in $(order "$rep"); do
-    log "warm ImageStatus/ListImages, $rt, repetition $((rep + 1))/$REPS"
-    client "$rt" warm --file "$work/many.txt" --n "$LIST_N"
+  for rt in containerd berth; do
+    log "pulling $MANY_IMAGES small images into $rt"
+    client "$rt" pull-all --file "$work/many.txt" --clients 4
   done
-done
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      log "warm ImageStatus/ListImages, $rt, repetition $((rep + 1))/$REPS"
+      client "$rt" warm --file "$work/many.txt" --n "$LIST_N"
+    done
+  done
+fi
+
+# ---------------------------------------------------------------- 9. one large layer
+
+# Before 6, which stops containerd. Each pull starts and ends with the
+# image removed: 1.5 GiB on disk per runtime, one runtime at a time.
+if want 9; then
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      for via in directly "through the proxy"; do
+        if [[ "$via" == directly ]]; then image="$REGISTRY/bench/big:1"; else image=bigpull.bench/bench/big:1; fi
+        log "cold pull of the ${BIGPULL_MIB} MiB layer $via, $rt, repetition $((rep + 1))/$REPS"
+        sync
+        client "$rt" cold-pull --image "$image" --n 1 --metric "bigpull/PullImage $via" --remove-after
+      done
+    done
+  done
+fi
 
 # ---------------------------------------------------------------- 6. scaling
 
-running=0
-for level in "${SCALE_LEVELS[@]}"; do
-  if ((level > running)); then
-    for rt in containerd berth; do
-      log "scaling: starting $((level - running)) more pods in $rt (to $level)"
-      # shellcheck disable=SC2046
-      client "$rt" up $(pod_args "$rt" bg) --pods "$((level - running))" --clients "$CONC_CLIENTS"
+if want 6; then
+  running=0
+  for level in "${SCALE_LEVELS[@]}"; do
+    if ((level > running)); then
+      for rt in containerd berth; do
+        log "scaling: starting $((level - running)) more pods in $rt (to $level)"
+        # shellcheck disable=SC2046
+        client "$rt" up $(pod_args "$rt" bg) --pods "$((level - running))" --clients "$CONC_CLIENTS"
+      done
+      running=$level
+    fi
+    settle
+    for ((rep = 0; rep < REPS; rep++)); do
+      for rt in $(order "$rep"); do
+        log "scaling: lifecycles with $level other pods, $rt, repetition $((rep + 1))/$REPS"
+        # shellcheck disable=SC2046
+        client "$rt" lifecycle $(pod_args "$rt" scale) --n "$SCALE_N" --metric "scale/$level"
+      done
     done
-    running=$level
-  fi
+  done
+  # The same top level with berth alone: containerd's pods removed, so the
+  # host holds only berth's (the 1.25x target is for a node running one
+  # runtime; above, both runtimes' pods load the host at once).
+  log "removing the $running background pods of containerd, then stopping it"
+  client containerd down --tag bg --clients "$CONC_CLIENTS"
+  # A node running one runtime: nothing of containerd's left running, nor
+  # its teardown's aftermath.
+  bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
   settle
-  for ((rep = 0; rep < REPS; rep++)); do
-    for rt in $(order "$rep"); do
-      log "scaling: lifecycles with $level other pods, $rt, repetition $((rep + 1))/$REPS"
+  if ((running > 0)); then
+    for ((rep = 0; rep < REPS; rep++)); do
+      log "scaling: lifecycles with $running other pods, berth alone, repetition $((rep + 1))/$REPS"
       # shellcheck disable=SC2046
-      client "$rt" lifecycle $(pod_args "$rt" scale) --n "$SCALE_N" --metric "scale/$level"
+      client berth lifecycle $(pod_args berth scale) --n "$SCALE_N" --metric "alone/$running"
     done
-  done
-done
-# The same top level with berth alone: containerd's pods removed, so the
-# host holds only berth's (the 1.25x target is for a node running one
-# runtime; above, both runtimes' pods load the host at once).
-log "removing the $running background pods of containerd, then stopping it"
-client containerd down --tag bg --clients "$CONC_CLIENTS"
-# A node running one runtime: nothing of containerd's left running, nor
-# its teardown's aftermath.
-bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
-settle
-if ((running > 0)); then
-  for ((rep = 0; rep < REPS; rep++)); do
-    log "scaling: lifecycles with $running other pods, berth alone, repetition $((rep + 1))/$REPS"
-    # shellcheck disable=SC2046
-    client berth lifecycle $(pod_args berth scale) --n "$SCALE_N" --metric "alone/$running"
-  done
+  fi
+  log "removing the $running background pods of berth"
+  client berth down --tag bg --clients "$CONC_CLIENTS"
 fi
-log "removing the $running background pods of berth"
-client berth down --tag bg --clients "$CONC_CLIENTS"
 
 # ---------------------------------------------------------------- the table
 
 notes=(
   "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $("$CONTAINERD_BIN/containerd" --version | awk '{print $3}') + runc $("$CONTAINERD_BIN/runc" --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
-  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection. Workloads run: ${BENCH_WORKLOADS:-all}."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
 [[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"
