@@ -45,6 +45,14 @@
 #      polled: p50/p99 against the same poll just before, and how long the
 #      stalled container's own ContainerStatus takes and what it says. The
 #      shim is continued and the cgroup thawed right after (and on exit).
+#   9. cold pull of an image with one 1.5 GiB layer of incompressible
+#      bytes (scripts/bench/bigimage.py, pushed once per run), directly
+#      from the registry and through berth-throttle-proxy, which limits each
+#      connection to 20 MiB/s as CDNs and object stores do; both runtimes
+#      reach the proxy as the mirror of the made-up host bigpull.bench
+#      (berth's [registry.mirrors], containerd's certs.d hosts.toml). The
+#      image is removed after each pull, so the layer is on disk at most in
+#      the registry and in one runtime at a time.
 # Quick mode uses fewer repetitions, fewer stored images and fewer other pods
 # (stats with 20 and 50, the stall with 20); the table's header says which
 # counts it used.
@@ -101,7 +109,7 @@ else
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
   STALL_LEVEL=110 STALL_ROUNDS=10
 fi
-WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8} "
+WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8 9} "
 # want N: whether workload N runs.
 want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 # in_list X LIST...: whether X is one of LIST.
@@ -112,6 +120,7 @@ in_list() {
   return 1
 }
 MEM_LEVELS=(10 "$CONC_PODS")
+BIGPULL_MIB=1536 BIGPULL_RATE_MIB=20
 
 REGISTRY_ADDR=127.0.0.1:5070
 REGISTRY=localhost:5070
@@ -165,6 +174,7 @@ declare -A SOCK=([berth]="$work/berth/berth.sock" [containerd]="$work/containerd
 berthd_pid=""
 # Under every cgroup hierarchy: the parents of workloads 6-8's pods.
 CGROUP_ROOT="/berth-bench-$$"
+proxy_pid=""
 
 # mounts_under DIR: mount points at or below DIR, deepest first.
 mounts_under() {
@@ -193,6 +203,7 @@ cleanup() {
     pid="$(recorded_pid "$f" berth-shim)" && stop_pid "$pid" berth-shim
   done
   [[ -d "$work/containerd" ]] && bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
+  [[ -z "$proxy_pid" ]] || stop_pid "$proxy_pid" berth-throttle-proxy
   BERTH_REGISTRY_ADDR="$REGISTRY_ADDR" bash "$repo/scripts/registry.sh" stop "$work/registry" >/dev/null 2>&1
   local mp attempt
   for attempt in 1 2 3; do
@@ -238,6 +249,20 @@ fi
 rm -rf "$work/images"
 MULTILAYER_IMAGE="$REGISTRY/bench/multilayer:1"
 
+# The proxy of workload 9, and the mirror that sends bigpull.bench to it.
+BIGPULL_MIRROR=""
+if want 9; then
+  log "the ${BIGPULL_MIB} MiB-layer image, and berth-throttle-proxy at $BIGPULL_RATE_MIB MiB/s per connection"
+  "$PY" "$repo/scripts/bench/bigimage.py" "$REGISTRY_ADDR" "$BIGPULL_MIB"
+  "$BIN/berth-throttle-proxy" --upstream "$REGISTRY_ADDR" --rate-mib "$BIGPULL_RATE_MIB" \
+    </dev/null >"$work/proxy.addr" 2>"$work/proxy.log" &
+  proxy_pid=$!
+  for _ in $(seq 50); do [[ -s "$work/proxy.addr" ]] && break; sleep 0.1; done
+  PROXY_ADDR="$(head -n 1 "$work/proxy.addr")"
+  [[ -n "$PROXY_ADDR" ]] || die "berth-throttle-proxy did not start: $(cat "$work/proxy.log")"
+  BIGPULL_MIRROR="[registry.mirrors.\"bigpull.bench\"]\nendpoints = [\"http://$PROXY_ADDR\"]\nfallback_to_upstream = false"
+fi
+
 # ---------------------------------------------------------------- the shared CNI network
 
 mkdir -p "$work/cni/net.d" "$work/cni/ipam"
@@ -251,7 +276,7 @@ write_bridge_network "$CNI_CONF" berth-bench "$BRIDGE" "$SUBNET" "$work/cni/ipam
 log "starting berthd"
 mkdir -p "$work/berth/state"
 mount -t tmpfs -o mode=0711 tmpfs "$work/berth/state"
-write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY"
+write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY" "$BIGPULL_MIRROR"
 "$BERTHD" --config "$work/berth/runtime-config.toml" --listen "${SOCK[berth]}" \
   --root "$work/berth/root" --state "$work/berth/state" \
   </dev/null >"$work/berth/berthd.log" 2>&1 &
@@ -266,6 +291,16 @@ log "starting containerd"
 BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" BERTH_CONTAINERD_STATE_TMPFS=1 \
   bash "$repo/scripts/containerd/start.sh" "$work/containerd" >&2
 containerd_pid="$(cat "$work/containerd/containerd.pid")"
+if want 9; then
+  # containerd reads its hosts directory at every pull.
+  mkdir -p "$work/containerd/certs.d/bigpull.bench"
+  cat >"$work/containerd/certs.d/bigpull.bench/hosts.toml" <<EOF
+server = "http://$PROXY_ADDR"
+
+[host."http://$PROXY_ADDR"]
+  capabilities = ["pull", "resolve"]
+EOF
+fi
 declare -A DAEMON=([berth]="$berthd_pid" [containerd]="$containerd_pid")
 declare -A HELPERS=(
   [berth]="$work/berth/state/shims/*/shim.pid"
@@ -427,6 +462,23 @@ if want 5; then
   done
 fi
 
+# ---------------------------------------------------------------- 9. one large layer
+
+# Before 6, which stops containerd. Each pull starts and ends with the
+# image removed: 1.5 GiB on disk per runtime, one runtime at a time.
+if want 9; then
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      for via in directly "through the proxy"; do
+        if [[ "$via" == directly ]]; then image="$REGISTRY/bench/big:1"; else image=bigpull.bench/bench/big:1; fi
+        log "cold pull of the ${BIGPULL_MIB} MiB layer $via, $rt, repetition $((rep + 1))/$REPS"
+        sync
+        client "$rt" cold-pull --image "$image" --n 1 --metric "bigpull/PullImage $via" --remove-after
+      done
+    done
+  done
+fi
+
 # ---------------------------------------------------------------- 6-8. scaling, stats, a stalled shim
 
 # The shim stopped or the cgroup frozen by workload 8, to undo at once
@@ -583,7 +635,7 @@ client berth down --tag bg --clients "$CONC_CLIENTS"
 
 notes=(
   "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $("$CONTAINERD_BIN/containerd" --version | awk '{print $3}') + runc $("$CONTAINERD_BIN/runc" --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
-  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds. Workloads run: ${BENCH_WORKLOADS:-all}."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection. Workloads run: ${BENCH_WORKLOADS:-all}."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
 [[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"

@@ -31,6 +31,7 @@ RULES = [
     (r"^memory/helpers", (), "Memory (MiB)"),
     (r"^memory/", ("mean",), "Memory (MiB)"),
     (r"^image/", ("mean", "p95"), "Images (ms)"),
+    (r"^bigpull/", ("mean",), "Cold pull of one large layer (ms)"),
     (r"^scale/", ("mean",), "Scaling: lifecycle with other pods running (ms)"),
     (r"^stats/.*/daemon cpu", ("mean",),
      "Stats at scale: kubelet's stats RPCs with N pods in each runtime (ms)"),
@@ -57,6 +58,8 @@ TARGETS = [
     ("crictl lifecycle loop", "crictl/total", "mean", 0.5),
     ("pod start p99 (Run+Create+Start, 8 clients)", "concurrency/pod start", "p99", 0.5),
     ("cold pull", "image/PullImage cold", "mean", 0.5),
+    ("large layer through the per-connection-limited proxy", "bigpull/PullImage through the proxy",
+     "mean", 0.5),
     ("per-pod helper PSS (50 pods)", "memory/helper PSS per pod 50 pods", "mean", 0.25),
     ("daemon RSS with 50 pods", "memory/daemon RSS 50 pods", "mean", 0.5),
 ]

@@ -43,35 +43,52 @@ async fn pull(cri: &Cri, image: &str) -> Result<(), String> {
         .map_err(|s| format!("PullImage {image}: {s}"))
 }
 
-/// Removes `image` if present, then times its pull; `n` times.
-pub async fn cold_pull(cri: &Cri, out: &Out, image: &str, n: usize) -> Result<(), String> {
+/// Removes `image` if present, then times its pull; `n` times; records the
+/// samples as `metric`, and removes the image at the end if asked.
+pub async fn cold_pull(
+    cri: &Cri,
+    out: &Out,
+    image: &str,
+    n: usize,
+    metric: &str,
+    remove_after: bool,
+) -> Result<(), String> {
     let mut samples = Vec::new();
     for _ in 0..n {
-        let present = cri
-            .image
-            .clone()
-            .image_status(ImageStatusRequest {
-                image: spec(image),
-                verbose: false,
-            })
-            .await
-            .map_err(|s| format!("ImageStatus {image}: {s}"))?
-            .into_inner()
-            .image;
-        if let Some(found) = present {
-            cri.image
-                .clone()
-                .remove_image(RemoveImageRequest {
-                    image: spec(&found.id),
-                })
-                .await
-                .map_err(|s| format!("RemoveImage {image}: {s}"))?;
-        }
+        remove(cri, image).await?;
         let t = Instant::now();
         pull(cri, image).await?;
         samples.push(ms(t.elapsed()));
     }
-    out.write("image/PullImage cold", "ms", &samples)
+    if remove_after {
+        remove(cri, image).await?;
+    }
+    out.write(metric, "ms", &samples)
+}
+
+/// Removes `image` if it is present.
+async fn remove(cri: &Cri, image: &str) -> Result<(), String> {
+    let present = cri
+        .image
+        .clone()
+        .image_status(ImageStatusRequest {
+            image: spec(image),
+            verbose: false,
+        })
+        .await
+        .map_err(|s| format!("ImageStatus {image}: {s}"))?
+        .into_inner()
+        .image;
+    if let Some(found) = present {
+        cri.image
+            .clone()
+            .remove_image(RemoveImageRequest {
+                image: spec(&found.id),
+            })
+            .await
+            .map_err(|s| format!("RemoveImage {image}: {s}"))?;
+    }
+    Ok(())
 }
 
 /// Pulls every image named in `file`, `clients` at a time.

@@ -75,6 +75,13 @@ enum Command {
         image: String,
         #[arg(long, default_value_t = 1)]
         n: usize,
+        /// Metric the samples are recorded as.
+        #[arg(long, default_value = "image/PullImage cold")]
+        metric: String,
+        /// Removes the image after the last pull too (a large image is
+        /// not left taking disk space).
+        #[arg(long)]
+        remove_after: bool,
     },
     /// Pulls every image named in FILE (one per line), `clients` at a time.
     PullAll {
@@ -165,7 +172,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             metric,
         } => workload::up(&cri, &out, &pod, pods, clients, metric.as_deref()).await,
         Command::Down { tag, clients } => workload::down(&cri, tag.as_deref(), clients).await,
-        Command::ColdPull { image, n } => images::cold_pull(&cri, &out, &image, n).await,
+        Command::ColdPull {
+            image,
+            n,
+            metric,
+            remove_after,
+        } => images::cold_pull(&cri, &out, &image, n, &metric, remove_after).await,
         Command::PullAll { file, clients } => images::pull_all(&cri, &file, clients).await,
         Command::Warm { file, n } => images::warm(&cri, &out, &file, n).await,
         Command::Stats { n, metric } => stats::stats(&cri, &out, n, &metric).await,

@@ -7,6 +7,7 @@ pub mod hosts_toml;
 pub mod import;
 pub mod platform;
 pub mod pull;
+pub mod ranged;
 pub mod reference;
 mod registry_client;
 pub mod store;

@@ -6,6 +6,11 @@
 //! decompression overlaps its download (as CRI-O's storage does). Nothing
 //! of it counts until its digest, size and diff id all check out.
 //!
+//! A layer of at least [`Ranged::threshold`] bytes comes down over several
+//! connections at once when the registry serves ranges (see
+//! [`crate::ranged`]); its bytes still reach the unpacker and the digest
+//! check in order.
+//!
 //! Layers are deduplicated across pulls by diff id: two pulls of the same
 //! image at once share one download and one unpack per layer.
 
@@ -29,8 +34,9 @@ use tokio::sync::{mpsc, OnceCell, Semaphore};
 
 use crate::hosts::{Endpoint, RegistryHosts};
 use crate::platform::Platform;
+use crate::ranged::{self, ByteStream, Ranged};
 use crate::reference::{self, InvalidReference};
-use crate::registry_client::RegistryClient;
+use crate::registry_client::{BlobBody, RegistryClient};
 use crate::store::{ImageRecord, ImageStore, LayerRecord, StoreError};
 use crate::unpack::{self, Compression};
 
@@ -133,16 +139,26 @@ pub struct ImagePuller {
     in_flight: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
     /// Bounds the layers fetched at once, over all pulls.
     layer_slots: Semaphore,
+    /// How large layers are split into ranges.
+    ranged: Ranged,
+    /// Connections ranged downloads may open beyond one per layer, over
+    /// all pulls: with [`CONCURRENT_LAYERS`], the most blob connections
+    /// berthd holds at once.
+    extra_connections: Arc<Semaphore>,
 }
 
 /// Layers fetched at once, as containerd's `max_concurrent_downloads`:
 /// more only splits the same bandwidth and cores further.
 const CONCURRENT_LAYERS: usize = 3;
 
+/// Connections beyond one per layer that ranged downloads share: three
+/// layers fetched at once use at most 3 + 5 connections.
+const EXTRA_CONNECTIONS: usize = 5;
+
 /// What the registry said about a reference, before any layer is fetched.
 struct Resolved {
     /// The endpoint that answered, for the blobs.
-    client: RegistryClient,
+    client: Arc<RegistryClient>,
     registry: String,
     /// Digest of what the reference names (an index or a manifest).
     top_digest: String,
@@ -162,7 +178,15 @@ impl ImagePuller {
             timeouts: RegistryTimeouts::default(),
             in_flight: Mutex::default(),
             layer_slots: Semaphore::new(CONCURRENT_LAYERS),
+            ranged: Ranged::default(),
+            extra_connections: Arc::new(Semaphore::new(EXTRA_CONNECTIONS)),
         }
+    }
+
+    /// Splits large layers as `ranged` says (tests use small chunks).
+    pub fn with_ranged(mut self, ranged: Ranged) -> Self {
+        self.ranged = ranged;
+        self
     }
 
     pub fn with_timeouts(mut self, timeouts: RegistryTimeouts) -> Self {
@@ -242,7 +266,12 @@ impl ImagePuller {
         endpoint: &Endpoint,
         auth: &RegistryAuth,
     ) -> Result<Resolved, (String, bool)> {
-        let client = RegistryClient::new(endpoint, reference.repository(), auth, self.timeouts)?;
+        let client = Arc::new(RegistryClient::new(
+            endpoint,
+            reference.repository(),
+            auth,
+            self.timeouts,
+        )?);
         // The digest pins the content; the tag is only recorded.
         let top_reference = reference.digest().or(reference.tag()).unwrap_or("latest");
         let (top_bytes, top_digest) =
@@ -460,7 +489,8 @@ impl ImagePuller {
         let declared = declared_size(descriptor).map_err(fetch_error)?;
         let (chunks, received_chunks) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let feed = async {
-            match download_into(resolved, descriptor, declared, chunks).await {
+            let stream = self.open_blob(resolved, descriptor, declared).await;
+            match download_into(stream, descriptor, declared, chunks).await {
                 Err(message) => Err(fetch_error(message)),
                 Ok(Download::Stopped) => Ok(false),
                 Ok(Download::Complete { received }) => {
@@ -484,6 +514,60 @@ impl ImagePuller {
             "layer downloaded and unpacked"
         );
         Ok(())
+    }
+
+    /// Opens a layer blob's body: over several connections when it is large
+    /// and the registry serves ranges, else one plain GET.
+    async fn open_blob(
+        &self,
+        resolved: &Resolved,
+        descriptor: &OciDescriptor,
+        declared: u64,
+    ) -> Result<ByteStream, String> {
+        let client = &resolved.client;
+        let digest = &descriptor.digest;
+        let settings = self.ranged;
+        if declared < settings.threshold.max(1) || declared <= settings.chunk {
+            return Ok(Box::pin(client.blob(digest).await.map_err(|(err, _)| err)?));
+        }
+        // More connections only when the daemon's budget has them now; a
+        // layer that gets none still uses ranges for resuming.
+        let mut permits = Vec::new();
+        while permits.len() + 1 < settings.connections {
+            match self.extra_connections.clone().try_acquire_owned() {
+                Ok(permit) => permits.push(permit),
+                Err(_) => break,
+            }
+        }
+        let first = 0..settings.chunk;
+        let (target, first) = match client
+            .blob_ranged(digest, first, declared)
+            .await
+            .map_err(|(err, _)| err)?
+        {
+            BlobBody::Whole(stream) => return Ok(stream),
+            BlobBody::Ranged { target, first } => (target, first),
+        };
+        let connections = permits.len() + 1;
+        tracing::debug!(blob = %digest, bytes = declared, connections, "ranged download");
+        let fetch: ranged::FetchRange = {
+            let client = client.clone();
+            let digest = digest.clone();
+            Arc::new(move |range| {
+                let client = client.clone();
+                let target = target.clone();
+                let digest = digest.clone();
+                Box::pin(async move { client.blob_range(&target, &digest, range, declared).await })
+            })
+        };
+        Ok(ranged::download(
+            declared,
+            settings,
+            connections,
+            first,
+            fetch,
+            permits,
+        ))
     }
 
     /// Unpacks a stored blob into its layer directory, checking the diff id.
@@ -560,24 +644,19 @@ enum Download {
     Stopped,
 }
 
-/// Streams a blob into `chunks`, cutting it off past its declared size;
-/// errors are messages for [`PullError::Fetch`].
+/// Streams a blob's body into `chunks`, cutting it off past its declared
+/// size; errors are messages for [`PullError::Fetch`].
 ///
 /// The digest is checked here, on the chunks as they pass; whoever
 /// consumes them installs nothing until this returns
 /// [`Download::Complete`].
 async fn download_into(
-    resolved: &Resolved,
+    stream: Result<ByteStream, String>,
     descriptor: &OciDescriptor,
     declared: u64,
     chunks: mpsc::Sender<bytes::Bytes>,
 ) -> Result<Download, String> {
-    let stream = resolved
-        .client
-        .blob(&descriptor.digest)
-        .await
-        .map_err(|(err, _)| err)?;
-    let mut stream = std::pin::pin!(stream);
+    let mut stream = stream?;
     let mut received: u64 = 0;
     let mut hasher = Sha256::new();
     while let Some(chunk) = stream.next().await {

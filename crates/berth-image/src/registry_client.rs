@@ -10,14 +10,18 @@
 
 use futures_util::Stream;
 use oci_client::secrets::RegistryAuth;
+use std::ops::Range;
+
 use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE,
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_RANGE, RANGE,
+    WWW_AUTHENTICATE,
 };
-use reqwest::{Response, StatusCode};
+use reqwest::{Response, StatusCode, Url};
 use tokio::sync::Mutex;
 
 use crate::hosts::Endpoint;
 use crate::pull::RegistryTimeouts;
+use crate::ranged::{self, ByteStream};
 
 /// The largest token response accepted.
 const MAX_TOKEN_BYTES: u64 = 1 << 20;
@@ -109,15 +113,115 @@ impl RegistryClient {
         ))
     }
 
+    /// GETs the first range of a blob of `total` bytes, to learn whether
+    /// the registry (or the object store it redirects to) serves ranges:
+    /// a 206 for exactly that range says it does. A 200 is the whole blob,
+    /// used as it is; any other answer falls back to a plain GET.
+    pub async fn blob_ranged(
+        &self,
+        digest: &str,
+        first: Range<u64>,
+        total: u64,
+    ) -> Result<BlobBody, GetError> {
+        let url = self
+            .endpoint
+            .url(&self.repository, &format!("blobs/{digest}"));
+        let header = ranged::range_header(&first);
+        match self.get_with(&url, None, Some(&header)).await {
+            Ok(response) if response.status() == StatusCode::PARTIAL_CONTENT => {
+                if check_content_range(&response, &first, total).is_ok() {
+                    // Ranged requests go where the redirect led; credentials
+                    // only to the registry's own host (as reqwest does on a
+                    // redirect).
+                    let target = RangeTarget {
+                        authed: same_origin(response.url(), &url),
+                        url: response.url().clone(),
+                    };
+                    return Ok(BlobBody::Ranged {
+                        target,
+                        first: body_stream(response, digest),
+                    });
+                }
+                tracing::debug!(
+                    blob = digest,
+                    "range answer does not match the request, fetching whole"
+                );
+            }
+            Ok(response) if response.status() == StatusCode::OK => {
+                return Ok(BlobBody::Whole(body_stream(response, digest)));
+            }
+            Ok(response) => {
+                tracing::debug!(blob = digest, status = %response.status(), "range request refused, fetching whole");
+            }
+            Err((error, _)) => {
+                tracing::debug!(blob = digest, %error, "range request failed, fetching whole");
+            }
+        }
+        let stream = self.blob(digest).await?;
+        Ok(BlobBody::Whole(Box::pin(stream)))
+    }
+
+    /// GETs `range` of a blob from where [`Self::blob_ranged`] found it;
+    /// anything but a 206 for exactly that range is an error.
+    pub async fn blob_range(
+        &self,
+        target: &RangeTarget,
+        digest: &str,
+        range: Range<u64>,
+        total: u64,
+    ) -> Result<ByteStream, String> {
+        let header = ranged::range_header(&range);
+        let response = if target.authed {
+            self.get_with(target.url.as_str(), None, Some(&header))
+                .await
+                .map_err(|(error, _)| error)?
+        } else {
+            let response = self
+                .http
+                .get(target.url.clone())
+                .header(RANGE, &header)
+                .send()
+                .await
+                .map_err(|err| format!("GET {}: {}", target.url, error_chain(&err)))?;
+            if !response.status().is_success() {
+                return Err(format!("GET {}: {}", target.url, response.status()));
+            }
+            response
+        };
+        if response.status() != StatusCode::PARTIAL_CONTENT {
+            return Err(format!(
+                "GET {} ({header}): {} instead of 206",
+                target.url,
+                response.status()
+            ));
+        }
+        check_content_range(&response, &range, total)
+            .map_err(|error| format!("GET {} ({header}): {error}", target.url))?;
+        Ok(body_stream(response, digest))
+    }
+
     /// A GET that answers a 401 once: with a token or basic credentials as
     /// the registry's challenge asks, then the same request again.
     async fn get(&self, url: &str, accept: Option<&str>) -> Result<Response, GetError> {
+        self.get_with(url, accept, None).await
+    }
+
+    /// [`Self::get`], with a `Range` header if given.
+    async fn get_with(
+        &self,
+        url: &str,
+        accept: Option<&str>,
+        range: Option<&str>,
+    ) -> Result<Response, GetError> {
         let mut retried = false;
         loop {
             let credentials = self.credentials.lock().await.clone();
             let mut request = self.http.get(url);
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
+            }
+            if let Some(range) = range {
+                request = request.header(RANGE, range);
             }
             request = match &credentials {
                 Credentials::Bearer(token) => {
@@ -229,6 +333,63 @@ impl RegistryClient {
             .filter(|token| !token.is_empty())
             .ok_or_else(|| fail("the response has no token".to_string()))
     }
+}
+
+/// A blob's body: the whole blob on one connection, or its first range
+/// and where to ask for the others.
+pub enum BlobBody {
+    Whole(ByteStream),
+    Ranged {
+        target: RangeTarget,
+        first: ByteStream,
+    },
+}
+
+/// Where the ranged requests of one blob go.
+#[derive(Debug, Clone)]
+pub struct RangeTarget {
+    /// The URL that answered the first range (after redirects).
+    url: Url,
+    /// Whether it is the registry's own host, which gets the credentials.
+    authed: bool,
+}
+
+fn body_stream(response: Response, digest: &str) -> ByteStream {
+    let digest = digest.to_string();
+    Box::pin(futures_util::StreamExt::map(
+        response.bytes_stream(),
+        move |chunk| chunk.map_err(|err| format!("reading blob {digest}: {err}")),
+    ))
+}
+
+/// A 206 must cover exactly the range asked for, of a blob of `total`
+/// bytes (or of an unstated length).
+fn check_content_range(response: &Response, asked: &Range<u64>, total: u64) -> Result<(), String> {
+    let value = response
+        .headers()
+        .get(CONTENT_RANGE)
+        .and_then(|value| value.to_str().ok())
+        .ok_or("the answer has no Content-Range")?;
+    match ranged::parse_content_range(value) {
+        Some((range, length)) if range == *asked && length.is_none_or(|length| length == total) => {
+            Ok(())
+        }
+        _ => Err(format!(
+            "Content-Range {value:?} is not bytes {}-{}/{total}",
+            asked.start,
+            asked.end.saturating_sub(1)
+        )),
+    }
+}
+
+/// Same scheme, host and port: what reqwest keeps credentials for on a
+/// redirect.
+fn same_origin(url: &Url, original: &str) -> bool {
+    Url::parse(original).is_ok_and(|original| {
+        original.scheme() == url.scheme()
+            && original.host_str() == url.host_str()
+            && original.port_or_known_default() == url.port_or_known_default()
+    })
 }
 
 /// The reqwest client of an endpoint: extra roots next to the system's,
