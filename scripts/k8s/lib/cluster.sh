@@ -2,7 +2,9 @@
 # kube-apiserver, a berthd of its own and kubelet registered as the node. No
 # scheduler or controller-manager: pods are created with spec.nodeName.
 # Sourced by scripts/k8s/e2e.sh, which sets WORK, K8S_BIN, BERTHD, NODE, NS,
-# the *_PORT variables, REGISTRY, CNI_BRIDGE and CNI_SUBNET.
+# the *_PORT variables, REGISTRY, CNI_BRIDGE and CNI_SUBNET; the node-density
+# bench (scripts/bench/density.sh) also sets RUNTIME_ENDPOINT (kubelet's
+# runtime, default berthd's socket) and KUBELET_MAX_PODS.
 
 STARTED_PIDS=() # "pid name" of every process started here, stopped in reverse
 
@@ -161,7 +163,7 @@ start_berthd() {
   # create containers in a trimmed mount table); cleanup unmounts it.
   state_tmpfs "$WORK/berth-state"
   "$BERTHD" --config "$WORK/berthd.toml" --listen "$WORK/berth.sock" \
-    --root "$WORK/berth-root" --state "$WORK/berth-state" --log-level debug \
+    --root "$WORK/berth-root" --state "$WORK/berth-state" --log-level "${BERTHD_LOG_LEVEL:-debug}" \
     >"$WORK/logs/berthd.log" 2>&1 &
   started $! berthd
   local pid=$!
@@ -181,7 +183,8 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 failSwapOn: false
-containerRuntimeEndpoint: unix://$WORK/berth.sock
+containerRuntimeEndpoint: ${RUNTIME_ENDPOINT:-unix://$WORK/berth.sock}
+$(if [[ -n "${KUBELET_MAX_PODS:-}" ]]; then echo "maxPods: $KUBELET_MAX_PODS"; fi)
 address: 127.0.0.1
 port: $KUBELET_PORT
 readOnlyPort: 0
