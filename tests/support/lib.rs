@@ -81,8 +81,10 @@ impl Sandbox {
     /// Writes a config file: `extra` is appended to the CNI dir setting
     /// (and the CDI spec dir).
     pub fn write_config(&self, extra: &str) -> PathBuf {
+        // Stats sampled every second, not every 10 s: a test reads what it
+        // just did (a fill, a busy loop) within its own bounds.
         let text = format!(
-            "{extra}\n[cni]\nconf_dir = \"{}\"\n[cdi]\nspec_dirs = [\"{}\"]\n",
+            "stats_collection_period = 1\n{extra}\n[cni]\nconf_dir = \"{}\"\n[cdi]\nspec_dirs = [\"{}\"]\n",
             self.cni_conf_dir().display(),
             self.cdi_dir().display()
         );
