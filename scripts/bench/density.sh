@@ -16,8 +16,8 @@
 #     kubectl: each pod's creation to Running and ready as the API server's
 #     watch shows it, p50/p99 (scripts/bench/pod_start.py), and the
 #     wall time until the last runs; kubelet's own pod-start SLI
-#     (kubelet_pod_start_sli_duration_seconds) and pod-start histogram from
-#     its /metrics, p50/p99 (scripts/bench/node_cost.py);
+#     (kubelet_pod_start_sli_duration_seconds from its /metrics), p50/p99
+#     (scripts/bench/node_cost.py);
 #   - at the first pod count only: after 30 s to settle, IDLE seconds of the
 #     node doing nothing but run them: CPU seconds of the runtime's
 #     processes (daemon, shims, containerd's pause processes) and of

@@ -6,8 +6,8 @@ memory of the runtime's processes.
     node_cost.py idle OUT RUNTIME LABEL SECONDS KUBELET_PID DAEMON_PID 'PIDFILE_GLOB' [...]
 
 `sli` reads kubelet's /metrics text and records the p50 and p99 of
-kubelet_pod_start_sli_duration_seconds (pod start without image pulls, the
-Kubernetes pod-startup SLI) and of kubelet_pod_start_duration_seconds, each
+kubelet_pod_start_sli_duration_seconds (pod creation to its containers
+running, image pulls left out: the Kubernetes pod-startup SLI),
 interpolated within its bucket as Prometheus' histogram_quantile does (ms).
 
 `idle` sums the CPU time (user + system) that the runtime's processes use in
@@ -59,8 +59,7 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
 
 def sli(out, runtime, label, path) -> int:
     text = open(path, encoding="utf-8").read()
-    for name, short in (("kubelet_pod_start_sli_duration_seconds", "pod start SLI"),
-                        ("kubelet_pod_start_duration_seconds", "pod start")):
+    for name, short in (("kubelet_pod_start_sli_duration_seconds", "pod start SLI"),):
         buckets = []
         for m in re.finditer(rf'^{name}_bucket{{[^}}]*le="([^"]+)"[^}}]*}} (\S+)$', text, re.M):
             buckets.append((float(m.group(1)), float(m.group(2))))
