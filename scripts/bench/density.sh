@@ -169,14 +169,7 @@ cleanup() {
   set +e
   teardown
   BERTH_REGISTRY_ADDR="$REGISTRY_ADDR" bash "$repo/scripts/registry.sh" stop "$base/registry" >/dev/null 2>&1
-  if [[ "$KEEP" == 1 ]]; then
-    log "work dir kept: $base"
-  elif findmnt -rn -o TARGET | grep -q "^$base/"; then
-    log "mounts remain under $base; not removing it"
-    status=1
-  else
-    rm -rf --one-file-system "$base"
-  fi
+  finish_work_dir "$base" "$KEEP" || status=1
   exit "$status"
 }
 trap cleanup EXIT

@@ -135,15 +135,7 @@ cleanup() {
     rmdir /var/lib/kubelet || log "/var/lib/kubelet is not empty; left in place"
   fi
   remove_new_link "$WORK" "$CNI_BRIDGE"
-  if [[ "${BERTH_K8S_KEEP:-0}" == 1 ]]; then
-    log "work dir kept: $WORK"
-  elif findmnt -rn -o TARGET | grep -q "^$WORK/"; then
-    # Never delete through a mount that is left (a hostPath could be /).
-    log "mounts remain under $WORK; not removing it"
-    status=1
-  else
-    rm -rf --one-file-system "$WORK"
-  fi
+  finish_work_dir "$WORK" "${BERTH_K8S_KEEP:-0}" || status=1
   exit "$status"
 }
 trap cleanup EXIT

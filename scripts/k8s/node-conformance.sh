@@ -223,14 +223,7 @@ cleanup() {
     cp -r "$WORK/logs" "$WORK/report" "$BERTH_NODE_CONFORMANCE_LOGS_TO/" ||
       log "cannot copy the logs to $BERTH_NODE_CONFORMANCE_LOGS_TO"
   fi
-  if [[ "${BERTH_NODE_CONFORMANCE_KEEP:-0}" == 1 ]]; then
-    log "work dir kept: $WORK"
-  elif findmnt -rn -o TARGET | grep -q "^$WORK/"; then
-    log "mounts remain under $WORK; not removing it"
-    status=1
-  else
-    rm -rf --one-file-system "$WORK"
-  fi
+  finish_work_dir "$WORK" "${BERTH_NODE_CONFORMANCE_KEEP:-0}" || status=1
   exit "$status"
 }
 trap cleanup EXIT

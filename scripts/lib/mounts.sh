@@ -18,3 +18,18 @@ unmount_tree() {
   done < <(findmnt -rn -o TARGET | awk -v d="$1" '$0 == d || index($0, d "/") == 1' | sort -r)
   return 0
 }
+
+# finish_work_dir DIR KEEP: keeps DIR when KEEP is 1 (saying so), else
+# removes it; never through a mount left under it (a hostPath could be /),
+# which is named and fails (status 1).
+finish_work_dir() {
+  local dir="$1" keep="$2"
+  if [[ "$keep" == 1 ]]; then
+    log "work dir kept: $dir"
+  elif findmnt -rn -o TARGET | grep -q "^$dir/"; then
+    log "mounts remain under $dir; not removing it"
+    return 1
+  else
+    rm -rf --one-file-system "$dir"
+  fi
+}
