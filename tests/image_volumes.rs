@@ -7,7 +7,7 @@ use berth_tests::pods::{container_config, pids_mentioning, Harness};
 use berth_tests::registry::{Layer, RawTar, TestImage};
 use cri_api::v1::{
     ContainerConfig, ContainerState, ExecSyncRequest, ExecSyncResponse, ImageSpec, Mount,
-    NamespaceMode, PullImageRequest, RemoveImageRequest,
+    NamespaceMode, RemoveImageRequest,
 };
 
 /// Pushes and pulls an image of two layers: `data/` with a file from each
@@ -25,27 +25,7 @@ async fn pull_volume_image(harness: &Harness) -> String {
         .symlink("data/out", "../../../../etc")
         .finish();
     let image = TestImage::new(vec![Layer::gzip(lower), Layer::gzip(upper)]);
-    harness
-        .registry
-        .push_image("test/volume", &["1"], &image)
-        .await;
-    let reference = harness.registry.reference("test/volume:1");
-    harness
-        .berthd
-        .image_client()
-        .await
-        .pull_image(PullImageRequest {
-            image: Some(ImageSpec {
-                image: reference.clone(),
-                ..Default::default()
-            }),
-            auth: None,
-            sandbox_config: None,
-        })
-        .await
-        .unwrap_or_else(|status| panic!("PullImage {reference}: {status:?}"))
-        .into_inner()
-        .image_ref
+    harness.push_and_pull("test/volume", &image).await
 }
 
 /// `container_config` with an image volume at `/vol`, as kubelet sends it:

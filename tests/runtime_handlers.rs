@@ -30,9 +30,9 @@ use berth_tests::pods::{busybox_layer_tar, container_config, Harness};
 use berth_tests::registry::{Layer, RawTar, TestImage};
 use berth_tests::Sandbox;
 use cri_api::v1::{
-    ContainerState, CreateContainerRequest, ExecSyncRequest, ExecSyncResponse, ImageSpec,
+    ContainerState, CreateContainerRequest, ExecSyncRequest, ExecSyncResponse,
     ListContainersRequest, ListPodSandboxRequest, NamespaceMode, PodSandboxStatusRequest,
-    PullImageRequest, StatusRequest,
+    StatusRequest,
 };
 
 /// runc as `scripts/containerd/install.sh` installs it, or
@@ -516,25 +516,7 @@ async fn a_pod_with_handler_runsc_runs_in_one_gvisor_sandbox() {
     );
     let harness = Harness::start_on(node).await;
     let root = harness.berthd.sandbox.state().join("runtimes/runsc");
-    let pause_ref = harness.registry.reference("test/pause:1");
-    harness
-        .registry
-        .push_image("test/pause", &["1"], &pause)
-        .await;
-    harness
-        .berthd
-        .image_client()
-        .await
-        .pull_image(PullImageRequest {
-            image: Some(ImageSpec {
-                image: pause_ref.clone(),
-                ..Default::default()
-            }),
-            auth: None,
-            sandbox_config: None,
-        })
-        .await
-        .expect("PullImage of the pause image");
+    harness.push_and_pull("test/pause", &pause).await;
 
     // RunPodSandbox has runsc run the pod's sandbox container: its id is
     // the pod's, and runsc's root holds it, running.

@@ -15,8 +15,13 @@
 #                         (berth-job-ID.scope), cwd /root, stdin /dev/null.
 #                         Its stdout and stderr stream to ours; returns its
 #                         exit status; 124 when BERTH_VM_JOB_TIMEOUT (default
-#                         1800 s) runs out (the job is then killed), 255 when
-#                         the guest died.
+#                         1800 s) or the stage's deadline (BERTH_VM_DEADLINE,
+#                         epoch seconds) runs out (the job is then killed),
+#                         255 when the guest died or stopped answering.
+#                         After a timeout the guest is examined (QEMU's run
+#                         state, a round trip, its processes and kernel log);
+#                         a guest that no longer runs jobs fails every later
+#                         vm_run at once, so a hang costs one timeout.
 #   vm_sh 'SCRIPT'        vm_run bash -c 'SCRIPT' (pipes, redirections, &&).
 #   vm_out_dir            print the host path of the guest's /mnt/control/out
 #                         ($BERTH_VM_OUT in jobs): a writable dir for results
@@ -41,8 +46,10 @@
 # loaded: /dev/kvm here is PVM, which cannot run a stock kernel),
 # BERTH_VM_WORKDIR (control dir, serial log; default a temp dir removed by
 # vm_stop), BERTH_VM_KEEP=1 (keep that temp dir), BERTH_VM_BOOT_TIMEOUT,
-# BERTH_VM_JOB_TIMEOUT, BERTH_VM_STOP_GRACE, and those of image.sh
-# (BERTH_VM_CACHE, ...).
+# BERTH_VM_JOB_TIMEOUT, BERTH_VM_DEADLINE, BERTH_VM_STOP_GRACE,
+# BERTH_VM_MIN_FREE_GB (default 6: the free space vm_start asks of the work
+# dir's filesystem, where QEMU keeps the guest's disk writes), and those of
+# image.sh (BERTH_VM_CACHE, ...).
 
 _VM_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 _VM_PID=""
@@ -139,6 +146,15 @@ vm_start() {
   fi
   share="$(cd "$share" && pwd)"
   : >"$_VM_DIR/serial.log"
+  rm -f "$_VM_DIR/dead"
+  # QEMU pauses a guest whose disk write hits ENOSPC (its default werror):
+  # the guest would hang silently until every job timed out.
+  local free_gb min_gb="${BERTH_VM_MIN_FREE_GB:-6}"
+  free_gb="$(df -B1G --output=avail "$_VM_DIR" | tail -n 1 | tr -d ' ')"
+  if ((free_gb < min_gb)); then
+    _vm_log "only $free_gb GiB free under $_VM_DIR, where the guest's disk writes go: $min_gb GiB needed (BERTH_VM_MIN_FREE_GB)"
+    return 1
+  fi
 
   _vm_install_trap
 
@@ -154,8 +170,10 @@ vm_start() {
   _VM_IMAGE_PID=""
   image="$(cat "$_VM_DIR/image.path")"
 
-  # snapshot=on: guest writes go to a temp overlay, so every boot starts from
-  # the pristine image. No NIC: the guest needs none and must reach nothing.
+  # snapshot=on: guest writes go to a temp overlay (in $TMPDIR, set to the
+  # work dir below, whose free space vm_start checked), so every boot starts
+  # from the pristine image. No NIC: the guest needs none and must reach
+  # nothing. The QMP socket answers what state QEMU holds the guest in.
   # setpriv --pdeathsig: QEMU dies with this shell even if it is SIGKILLed and
   # its EXIT trap never runs.
   local -a qemu=(
@@ -166,6 +184,7 @@ vm_start() {
     -append "root=/dev/vda rw console=ttyS0 panic=-1 systemd.unified_cgroup_hierarchy=1"
     -drive "file=$image/rootfs.ext4,format=raw,if=virtio,snapshot=on,cache=unsafe"
     -nic none -display none -monitor none
+    -qmp "unix:$_VM_DIR/qmp.sock,server=on,wait=off"
     -serial "file:$_VM_DIR/serial.log"
     -device virtio-rng-pci
     -virtfs "local,path=$share,mount_tag=share,security_model=passthrough,readonly=on"
@@ -173,7 +192,7 @@ vm_start() {
     -no-reboot
   )
   _vm_log "booting ($(echo "$accel" | cut -d' ' -f2), ${BERTH_VM_MEM:-8G}, ${BERTH_VM_CPUS:-2} cpus), work dir $_VM_DIR"
-  setpriv --pdeathsig KILL -- "${qemu[@]}" </dev/null >"$_VM_DIR/qemu.log" 2>&1 &
+  TMPDIR="$_VM_DIR" setpriv --pdeathsig KILL -- "${qemu[@]}" </dev/null >"$_VM_DIR/qemu.log" 2>&1 &
   _VM_PID=$!
   echo "$_VM_PID" >"$_VM_DIR/qemu.pid"
   _VM_BOOT_START=$SECONDS
@@ -249,7 +268,19 @@ vm_run() {
     _vm_log "vm_run: no guest running"
     return 255
   }
+  if [[ -e "$_VM_DIR/dead" ]]; then
+    _vm_log "skipped, the guest stopped answering ($(cat "$_VM_DIR/dead")): $*"
+    return 255
+  fi
   local timeout="${BERTH_VM_JOB_TIMEOUT:-1800}" ctl="$_VM_DIR/control" id
+  if [[ -n "${BERTH_VM_DEADLINE:-}" ]]; then
+    local left=$((BERTH_VM_DEADLINE - EPOCHSECONDS))
+    if ((left <= 0)); then
+      _vm_log "skipped, the stage's deadline has passed: $*"
+      return 124
+    fi
+    ((left < timeout)) && timeout=$left
+  fi
   _vm_submit "$@"
   id="$_VM_LAST_JOB"
   local out="$ctl/results/$id.out" err="$ctl/results/$id.err" rc_file="$ctl/results/$id.rc"
@@ -288,7 +319,10 @@ vm_run() {
   wait "$sentinel" "$t_out" "$t_err" 2>/dev/null || true
   rm -f "$out" "$err" "$rc_file"
   case "$status" in
-  124) _vm_log "job timed out after $timeout s: $*" ;;
+  124)
+    _vm_log "job timed out after $timeout s: $*"
+    _vm_examine
+    ;;
   255) if ! _vm_alive; then
     _vm_log "the guest died during: $*"
     vm_serial_tail
@@ -298,6 +332,54 @@ vm_run() {
 }
 
 vm_sh() { vm_run bash -c "$1"; }
+
+# QEMU's run state of the guest (running, paused, io-error, ...) from its QMP
+# socket; empty when QEMU does not answer.
+_vm_qemu_status() {
+  python3 - "$_VM_DIR/qmp.sock" <<'PY' 2>/dev/null
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+f.readline()  # the greeting
+for cmd in ("qmp_capabilities", "query-status"):
+    f.write(json.dumps({"execute": cmd}) + "\n")
+    f.flush()
+    while True:
+        reply = json.loads(f.readline())
+        if "return" in reply or "error" in reply:
+            break
+print(reply.get("return", {}).get("status", ""))
+PY
+}
+
+# After a job timed out: why. A guest QEMU paused, or one whose runner no
+# longer runs a trivial job, is marked dead (every later vm_run fails at
+# once); a live one shows its processes and kernel log, to tell a hung job
+# from a hung guest.
+_vm_examine() {
+  [[ -z "${_VM_EXAMINING:-}" ]] || return 0
+  local _VM_EXAMINING=1 state why=""
+  state="$(_vm_qemu_status)"
+  _vm_log "QEMU holds the guest ${state:-in an unknown state (no answer on QMP)}"
+  case "$state" in
+  running) ;;
+  io-error) why="QEMU paused it on a disk I/O error ($(df -h --output=avail "$_VM_DIR" | tail -n 1 | tr -d ' ') free under $_VM_DIR)" ;;
+  *) why="QEMU holds it ${state:-unanswering}" ;;
+  esac
+  if [[ -z "$why" ]] && ! BERTH_VM_JOB_TIMEOUT=60 BERTH_VM_DEADLINE="" vm_run true; then
+    why="its job runner did not run a trivial job in 60 s"
+  fi
+  if [[ -n "$why" ]]; then
+    echo "$why" >"$_VM_DIR/dead"
+    _vm_log "the guest stopped answering: $why; the stage's remaining guest jobs are skipped"
+    vm_serial_tail
+    return 0
+  fi
+  _vm_log "the guest answers; its processes and kernel log:"
+  BERTH_VM_JOB_TIMEOUT=120 BERTH_VM_DEADLINE="" vm_sh 'ps -N --ppid 2 -p 2 -o pid,ppid,stat,etime,wchan:24,args --forest | cut -c1-200 | tail -n 80; dmesg | tail -n 20' >&2 || true
+}
 
 vm_out_dir() { echo "$_VM_DIR/control/out"; }
 

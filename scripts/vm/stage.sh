@@ -52,6 +52,13 @@
 #
 #   scripts/vm/stage.sh [--full]
 #
+# BERTH_VM_STAGE_BUDGET (seconds from the stage's start; default 3000 for
+# the default parts, none with --full, BERTH_VM_KUBEADM=1 or a node
+# conformance run other than a subset; 0 for none) bounds the guest's jobs
+# together: a job still running at the deadline is killed and the jobs after
+# it are skipped, failing the stage, so that a hung guest leaves the test
+# command time to end and report.
+#
 # Under emulation (no KVM here) every process start is 10-50 times slower,
 # so by default critest runs the focused subset BERTH_VM_CRITEST_FOCUS and
 # the Kubernetes stage the scenarios BERTH_VM_K8S_FOCUS (defaults below);
@@ -99,6 +106,16 @@ if [[ "${1:-}" == --full ]]; then
 fi
 
 log() { echo "vm-stage: $*" >&2; }
+
+budget="${BERTH_VM_STAGE_BUDGET:-}"
+if [[ -z "$budget" ]]; then
+  budget=3000
+  if [[ "${1:-}" == --full || "${BERTH_VM_KUBEADM:-0}" != 0 ]]; then budget=0; fi
+  case "$node_conformance" in subset | host-subset | none) ;; *) budget=0 ;; esac
+fi
+# Read by scripts/vm/lib.sh's vm_run.
+BERTH_VM_DEADLINE=""
+((budget > 0)) && BERTH_VM_DEADLINE=$((EPOCHSECONDS + budget))
 
 share="$(mktemp -d /tmp/berth-vm-share.XXXXXX)"
 cleanup_share() { rm -rf "$share"; }

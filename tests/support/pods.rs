@@ -205,25 +205,30 @@ impl Harness {
             node,
         };
         let image = TestImage::new(vec![Layer::gzip(busybox_layer_tar())]);
+        harness.push_and_pull("test/busybox", &image).await;
         harness
-            .registry
-            .push_image("test/busybox", &["1"], &image)
-            .await;
-        harness
-            .berthd
+    }
+
+    /// Pushes `image` to the registry as `REPO:1` and pulls it through CRI;
+    /// returns the image ref PullImage answered.
+    pub async fn push_and_pull(&self, repo: &str, image: &TestImage) -> String {
+        self.registry.push_image(repo, &["1"], image).await;
+        let reference = self.registry.reference(&format!("{repo}:1"));
+        self.berthd
             .image_client()
             .await
             .pull_image(PullImageRequest {
                 image: Some(ImageSpec {
-                    image: harness.image.clone(),
+                    image: reference.clone(),
                     ..Default::default()
                 }),
                 auth: None,
                 sandbox_config: None,
             })
             .await
-            .unwrap_or_else(|status| panic!("PullImage {}: {status:?}", harness.image));
-        harness
+            .unwrap_or_else(|status| panic!("PullImage {reference}: {status:?}"))
+            .into_inner()
+            .image_ref
     }
 
     pub fn parent(&self, name: &str) -> String {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cri_api::v1::{
-    ImageSpec, ImageStatusRequest, ListImagesRequest, PullImageRequest, RemoveImageRequest,
+    Image, ImageSpec, ImageStatusRequest, ListImagesRequest, PullImageRequest, RemoveImageRequest,
 };
 
 use crate::client::Cri;
@@ -66,9 +66,9 @@ pub async fn cold_pull(
     out.write(metric, "ms", &samples)
 }
 
-/// Removes `image` if it is present.
-async fn remove(cri: &Cri, image: &str) -> Result<(), String> {
-    let present = cri
+/// ImageStatus of `image`: the stored image, if any.
+async fn status(cri: &Cri, image: &str) -> Result<Option<Image>, String> {
+    Ok(cri
         .image
         .clone()
         .image_status(ImageStatusRequest {
@@ -78,8 +78,12 @@ async fn remove(cri: &Cri, image: &str) -> Result<(), String> {
         .await
         .map_err(|s| format!("ImageStatus {image}: {s}"))?
         .into_inner()
-        .image;
-    if let Some(found) = present {
+        .image)
+}
+
+/// Removes `image` if it is present.
+async fn remove(cri: &Cri, image: &str) -> Result<(), String> {
+    if let Some(found) = status(cri, image).await? {
         cri.image
             .clone()
             .remove_image(RemoveImageRequest {
@@ -118,19 +122,11 @@ pub async fn pull_all(cri: &Cri, file: &Path, clients: usize) -> Result<(), Stri
 pub async fn warm(cri: &Cri, out: &Out, file: &Path, n: usize) -> Result<(), String> {
     let list = names(file)?;
     let mut ic = cri.image.clone();
-    let mut status = Vec::new();
+    let mut timings = Vec::new();
     for image in &list {
         let t = Instant::now();
-        let found = ic
-            .image_status(ImageStatusRequest {
-                image: spec(image),
-                verbose: false,
-            })
-            .await
-            .map_err(|s| format!("ImageStatus {image}: {s}"))?
-            .into_inner()
-            .image;
-        status.push(ms(t.elapsed()));
+        let found = status(cri, image).await?;
+        timings.push(ms(t.elapsed()));
         if found.is_none() {
             return Err(format!("ImageStatus {image}: not stored"));
         }
@@ -154,6 +150,6 @@ pub async fn warm(cri: &Cri, out: &Out, file: &Path, n: usize) -> Result<(), Str
             list.len()
         ));
     }
-    out.write("image/ImageStatus warm", "ms", &status)?;
+    out.write("image/ImageStatus warm", "ms", &timings)?;
     out.write("image/ListImages warm", "ms", &listing)
 }

@@ -103,9 +103,15 @@ for spec in "kubelet:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable
   check "$name: pod stats report pressure: $own_parent" "$own_parent" \
     "$(cri statsp -o json 2>/dev/null | jq -r --arg id "$pod_id" '.stats[] | select(.attributes.id == $id) | .linux.cpu.psi != null')"
   # Block IO: 4 MiB written and synced by an exec in the container are
-  # counted in its cgroup's io.stat and show in the pod's metrics.
+  # counted in its cgroup's io.stat and show in the pod's metrics, once
+  # berthd's stats sampler has read them (every stats_collection_period,
+  # 10 s here): asked for up to three periods.
   cri exec "$ctr_id" dd if=/dev/zero of=/written bs=1048576 count=4 conv=fsync >/dev/null 2>&1
-  written="$(cri metricsp -o json 2>/dev/null | jq -r --arg id "$ctr_id" '[.. | objects | select(.name? == "container_fs_writes_bytes_total" and ((.labelValues // .label_values // [])[0] == $id)) | (.value.value // 0 | tonumber)] | add // 0')"
+  for _ in $(seq 30); do
+    written="$(cri metricsp -o json 2>/dev/null | jq -r --arg id "$ctr_id" '[.. | objects | select(.name? == "container_fs_writes_bytes_total" and ((.labelValues // .label_values // [])[0] == $id)) | (.value.value // 0 | tonumber)] | add // 0')"
+    [[ "${written:-0}" -ge 4194304 ]] && break
+    sleep 1
+  done
   check "$name: metrics count the container's 4 MiB written" true "$([[ "${written:-0}" -ge 4194304 ]] && echo true || echo "false ($written)")"
   # cadvisor's settings and counters, read from the scope's cgroup v2 files:
   # the limits as set, and the swap and thread counts kubelet's
