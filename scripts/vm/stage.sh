@@ -110,7 +110,8 @@ log() { echo "vm-stage: $*" >&2; }
 budget="${BERTH_VM_STAGE_BUDGET:-}"
 if [[ -z "$budget" ]]; then
   budget=3000
-  if [[ "${1:-}" == --full || "${BERTH_VM_KUBEADM:-0}" != 0 ]]; then budget=0; fi
+  # --full has set node_conformance=all, so the case below covers it.
+  if [[ "${BERTH_VM_KUBEADM:-0}" != 0 ]]; then budget=0; fi
   case "$node_conformance" in subset | host-subset | none) ;; *) budget=0 ;; esac
 fi
 # Read by scripts/vm/lib.sh's vm_run.
