@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use berth_cgroups::stats::{CgroupStats, IoStats};
 use cri_api::v1::{
-    ContainerMetrics, ContainerStats, Metric, MetricDescriptor, MetricType, PodSandboxMetrics,
-    PsiData, PsiStats, UInt64Value,
+    ContainerMetrics, ContainerStats, LinuxPodSandboxStats, Metric, MetricDescriptor, MetricType,
+    PodSandboxMetrics, PsiData, PsiStats, UInt64Value,
 };
 
 use super::container_stats::CgroupSample;
@@ -113,12 +113,13 @@ pub fn descriptors() -> Vec<MetricDescriptor> {
         .collect()
 }
 
+/// A metric's type, from the table. Looked up once per metric served (tens
+/// of thousands on a full node): the table is in name order, so a binary
+/// search rather than a scan.
 fn metric_type(name: &str) -> MetricType {
     DESCRIPTORS
-        .iter()
-        .find(|(known, ..)| *known == name)
-        .map(|(_, _, kind, _)| *kind)
-        .unwrap_or(MetricType::Gauge)
+        .binary_search_by(|(known, ..)| (*known).cmp(name))
+        .map_or(MetricType::Gauge, |at| DESCRIPTORS[at].2)
 }
 
 /// What every pod's metrics share: the containers' images, block device
@@ -392,16 +393,17 @@ fn get(value: &Option<UInt64Value>) -> Option<u64> {
 /// IO, and its network; then each container's.
 pub(super) fn pod_metrics(usage: &PodUsage, context: &MetricsContext) -> PodSandboxMetrics {
     let stats = &usage.stats;
-    let attributes = stats.attributes.clone().unwrap_or_default();
+    let attributes = stats.attributes.as_ref();
+    let id = attributes.map_or("", |attributes| attributes.id.as_str());
     let name = attributes
-        .metadata
-        .map(|meta| meta.name)
-        .unwrap_or_default();
+        .and_then(|attributes| attributes.metadata.as_ref())
+        .map_or("", |meta| meta.name.as_str());
     let mut pod = Builder {
-        labels: [&attributes.id, &name, ""],
+        labels: [id, name, ""],
         metrics: Vec::new(),
     };
-    let linux = stats.linux.clone().unwrap_or_default();
+    let no_linux = LinuxPodSandboxStats::default();
+    let linux = stats.linux.as_ref().unwrap_or(&no_linux);
     let sample = &usage.sample;
     if let Some(cgroup) = &sample.cgroup {
         pod.cpu(sample.at, cgroup);
@@ -421,7 +423,7 @@ pub(super) fn pod_metrics(usage: &PodUsage, context: &MetricsContext) -> PodSand
         pod.network(net);
     }
     PodSandboxMetrics {
-        pod_sandbox_id: attributes.id.clone(),
+        pod_sandbox_id: id.to_string(),
         metrics: pod.metrics,
         container_metrics: linux
             .containers
@@ -440,18 +442,14 @@ fn container_metrics(
     sample: Option<&CgroupSample>,
     context: &MetricsContext,
 ) -> ContainerMetrics {
-    let attributes = stats.attributes.clone().unwrap_or_default();
+    let attributes = stats.attributes.as_ref();
+    let id = attributes.map_or("", |attributes| attributes.id.as_str());
     let name = attributes
-        .metadata
-        .map(|meta| meta.name)
-        .unwrap_or_default();
-    let image = context
-        .images
-        .get(&attributes.id)
-        .cloned()
-        .unwrap_or_default();
+        .and_then(|attributes| attributes.metadata.as_ref())
+        .map_or("", |meta| meta.name.as_str());
+    let image = context.images.get(id).map_or("", String::as_str);
     let mut builder = Builder {
-        labels: [&attributes.id, &name, &image],
+        labels: [id, name, image],
         metrics: Vec::new(),
     };
     let now_seconds = u64::try_from(context.now).ok().map(|now| now / NANOS);
@@ -528,7 +526,7 @@ fn container_metrics(
         );
     }
     ContainerMetrics {
-        container_id: attributes.id.clone(),
+        container_id: id.to_string(),
         metrics: builder.metrics,
     }
 }
@@ -727,10 +725,18 @@ mod tests {
                 descriptor.label_keys.len(),
                 "{metric:?}"
             );
-            assert_eq!(metric.metric_type, metric_type(&metric.name) as i32);
+            // The table's type for the name, as the map serves it.
+            let kind = DESCRIPTORS
+                .iter()
+                .find(|(name, ..)| *name == metric.name)
+                .map(|(_, _, kind, _)| *kind);
+            assert_eq!(Some(metric.metric_type), kind.map(|kind| kind as i32));
         }
         let mut names: Vec<_> = descriptors.iter().map(|d| &d.name).collect();
-        names.sort();
+        assert!(
+            names.is_sorted(),
+            "the table in name order, as metric_type searches it"
+        );
         names.dedup();
         assert_eq!(names.len(), descriptors.len(), "no name twice");
         assert!(descriptors.iter().all(|d| !d.help.is_empty()));

@@ -107,7 +107,10 @@ impl CriService {
             layer,
             layer_at,
         } = reading;
-        let config = record.config.clone();
+        // Only what the answer carries: the whole config (env, mounts,
+        // security context) cloned per container per call was most of a
+        // list's allocations.
+        let config = &record.config;
         let usage = usage_messages(&reading, nano_cores);
         let stats = ContainerStats {
             attributes: Some(ContainerAttributes {

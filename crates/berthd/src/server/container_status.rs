@@ -84,7 +84,7 @@ pub(super) fn cri_state(state: Option<&StateInfo>) -> ContainerState {
 }
 
 pub(super) fn to_status(record: &ContainerRecord, state: Option<&StateInfo>) -> ContainerStatus {
-    let config = record.config.clone();
+    let config = &record.config;
     let cri = cri_state(state);
     let exit_code = state.and_then(|state| state.exit_code).unwrap_or(0);
     let oom = state.is_some_and(|state| state.oom_killed);

@@ -90,7 +90,8 @@ impl CriService {
                     value: pids.current,
                 }),
             });
-        let config = record.config.clone();
+        // Only what the answer carries, as a container's.
+        let config = &record.config;
         let stats = PodSandboxStats {
             attributes: Some(PodSandboxAttributes {
                 id: record.id.clone(),

@@ -78,7 +78,7 @@ pub(super) fn cri_state(state: SandboxState) -> PodSandboxState {
 
 /// A record as CRI's `PodSandboxStatus`.
 pub(super) fn to_status(record: &SandboxRecord) -> PodSandboxStatus {
-    let config = record.config.clone();
+    let config = &record.config;
     let options = config
         .linux
         .as_ref()
