@@ -195,7 +195,9 @@ impl ParentTracker {
         })?;
         let dir = self.state_file.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(dir)
-            .and_then(|()| berth_atomic_file::write_atomic(&self.state_file, &json, 0o644))
+            // Root's alone, as everything in berth's state dir: which pod
+            // cgroups a node has is no other user's business.
+            .and_then(|()| berth_atomic_file::write_atomic(&self.state_file, &json, 0o600))
             .map_err(|source| CgroupError::Io {
                 op: "write",
                 file: self.state_file.clone(),
@@ -273,6 +275,9 @@ mod tests {
             tracker.created(),
             vec!["/kubepods/burstable/pod1", "/kubepods/burstable/pod1/x"]
         );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the record is root's alone");
     }
 
     #[test]
