@@ -69,7 +69,11 @@
 # BENCH_OUT (also write the table there), BENCH_REPS (repetitions),
 # BENCH_WORKLOADS (the workloads to run, e.g. "6 7 8"; default all; 3 and 4
 # run together, and 7 and 8 use 6's pods, which run even when 6 is left out),
-# BENCH_SETTLE_SECONDS (the most a settle waits for a quiet machine, 120).
+# BENCH_SETTLE_SECONDS (the most a settle waits for a quiet machine, 120),
+# BENCH_STATS_LEVELS (workload 7's pod counts, e.g. "250"),
+# BENCH_PERF_DIR (a dir: berthd's cpu profile over each of its stats runs,
+# `perf record` at 999 Hz, kept there as stats-LEVEL-REP.data with a flat
+# report beside it, .txt; needs perf, Debian's linux-perf).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -108,6 +112,13 @@ else
   SCALE_LEVELS=(0 100 500) SCALE_N=5
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
   STALL_LEVEL=110 STALL_ROUNDS=10
+fi
+# shellcheck disable=SC2206 # a list of numbers
+[[ -z "${BENCH_STATS_LEVELS:-}" ]] || STATS_LEVELS=(${BENCH_STATS_LEVELS})
+PERF_DIR="${BENCH_PERF_DIR:-}"
+if [[ -n "$PERF_DIR" ]]; then
+  command -v perf >/dev/null || { echo "bench: BENCH_PERF_DIR needs perf (Debian's linux-perf)" >&2; exit 1; }
+  mkdir -p "$PERF_DIR"
 fi
 WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8 9} "
 # want N: whether workload N runs.
@@ -565,6 +576,22 @@ idle_cpu() {
   done
 }
 
+# profiled BASE CMD...: runs CMD with berthd's cpu profile recorded meanwhile
+# into BASE.data, and its flat report (symbols over 0.5%) into BASE.txt.
+profiled() {
+  local base="$1" perf_pid status=0
+  shift
+  perf record -q -F 999 -g -p "$berthd_pid" -o "$base.data" >/dev/null 2>&1 &
+  perf_pid=$!
+  sleep 1 # perf attaches before the calls begin
+  "$@" || status=$?
+  kill -INT "$perf_pid" 2>/dev/null
+  wait "$perf_pid" 2>/dev/null
+  perf report -i "$base.data" --stdio --no-children --sort symbol --percent-limit 0.5 \
+    >"$base.txt" 2>/dev/null || log "perf report of $base.data failed"
+  return "$status"
+}
+
 # The levels of other pods: those of workload 6, and those 7 and 8 want.
 LEVELS=()
 want 6 && LEVELS+=("${SCALE_LEVELS[@]}")
@@ -597,7 +624,11 @@ for level in "${LEVELS[@]}"; do
     for ((rep = 0; rep < REPS; rep++)); do
       for rt in $(order "$rep"); do
         log "stats with $level pods, $rt, repetition $((rep + 1))/$REPS"
-        client "$rt" stats --n "$STATS_N" --metric "stats/$level"
+        if [[ "$rt" == berth && -n "$PERF_DIR" ]]; then
+          profiled "$PERF_DIR/stats-$level-$((rep + 1))" client "$rt" stats --n "$STATS_N" --metric "stats/$level"
+        else
+          client "$rt" stats --n "$STATS_N" --metric "stats/$level"
+        fi
       done
     done
   fi
