@@ -805,6 +805,10 @@ async fn attach_with_stdin_to_a_container_without_stdin_still_streams() {
         r = &mut attach => panic!("attach ended early: {r:?}"),
         _ = async {
             stdin.write_all(b"ignored\n").await.expect("stdin");
+            read_until(&mut stdout, "tick\n").await;
+            // once output flows the session is surely running: the
+            // client's stdin is still taken (and dropped), not closed
+            stdin.write_all(b"still ignored\n").await.expect("stdin after output");
             read_until(&mut stdout, "tick\n").await
         } => {}
     }

@@ -47,7 +47,13 @@ pub async fn run(
     if !spec.stderr || spec.tty {
         stderr = None;
     }
-    let stdin = stdin.filter(|_| spec.stdin);
+    // a stdin the container does not take is read and discarded, so the
+    // client's writes go nowhere rather than fail on a closed stream
+    let (stdin, unused_stdin) = if spec.stdin {
+        (stdin, None)
+    } else {
+        (None, stdin)
+    };
 
     let output = async {
         let mut decoder = Decoder::new();
@@ -103,6 +109,13 @@ pub async fn run(
                 let until_exit = stdin_once && !spec.tty;
                 if closed && !until_exit {
                     return;
+                }
+            }
+        } else if let Some(mut unused) = unused_stdin {
+            let mut buf = vec![0u8; CHUNK];
+            while let Ok(n) = unused.read(&mut buf).await {
+                if n == 0 {
+                    break;
                 }
             }
         }
