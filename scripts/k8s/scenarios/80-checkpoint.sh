@@ -90,9 +90,11 @@ restore_from_checkpoint_image() {
 EOF
   } | pod_apply
   wait_ready counter-restored 180
-  wait_until 20 eval '[[ -n "$(kubectl logs counter-restored 2>/dev/null | head -n 1)" ]]' ||
+  # sed, not head: head leaves as soon as it has its line, and kubectl,
+  # still writing the rest, dies of SIGPIPE (141 under pipefail)
+  wait_until 20 eval '[[ -n "$(kubectl logs counter-restored 2>/dev/null | sed -n 1p)" ]]' ||
     fail "the restored container logs nothing: $(pod_summary counter-restored)"
-  first="$(kubectl logs counter-restored | head -n 1)"
+  first="$(kubectl logs counter-restored | sed -n 1p)"
   [[ "$first" =~ ^line\ ([0-9]+)$ && "${BASH_REMATCH[1]}" -gt 0 ]] ||
     fail "the restored counter begins with '$first', not where the checkpoint left it"
   echo "the pod restored from $REGISTRY/$repo:$tag counts on from '$first'"

@@ -725,7 +725,7 @@ mod tests {
                 descriptor.label_keys.len(),
                 "{metric:?}"
             );
-            // The table's type for the name, as the map serves it.
+            // The table's type for the name, as the binary search finds it.
             let kind = DESCRIPTORS
                 .iter()
                 .find(|(name, ..)| *name == metric.name)
