@@ -53,6 +53,11 @@
 #      (berth's [registry.mirrors], containerd's certs.d hosts.toml). The
 #      image is removed after each pull, so the layer is on disk at most in
 #      the registry and in one runtime at a time.
+#  10. exec probes: with 8 pods running, ExecSync of `cat /etc/hostname`
+#      (an exec probe's kind of command, its default 1 s timeout) in one
+#      container at a time and in all 8 at once, as a node's probes fire:
+#      p50/p99, and the execs that failed (an exec that takes a second
+#      fails its probe).
 # Quick mode uses fewer repetitions, fewer stored images and fewer other pods
 # (stats with 20 and 50, the stall with 20); the table's header says which
 # counts it used.
@@ -103,6 +108,7 @@ if [[ "$MODE" == quick ]]; then
   SCALE_LEVELS=(0 20 50) SCALE_N=3
   STATS_LEVELS=(20 50) STATS_N=20 IDLE_SECONDS=20
   STALL_LEVEL=20 STALL_ROUNDS=20
+  EXEC_N=20
 else
   REPS="${BENCH_REPS:-3}"
   CRITEST_N=20 CRITEST_IMAGES_N=10
@@ -112,7 +118,9 @@ else
   SCALE_LEVELS=(0 100 500) SCALE_N=5
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
   STALL_LEVEL=110 STALL_ROUNDS=10
+  EXEC_N=50
 fi
+EXEC_PODS=8
 # shellcheck disable=SC2206 # a list of numbers
 [[ -z "${BENCH_STATS_LEVELS:-}" ]] || STATS_LEVELS=(${BENCH_STATS_LEVELS})
 PERF_DIR="${BENCH_PERF_DIR:-}"
@@ -120,7 +128,7 @@ if [[ -n "$PERF_DIR" ]]; then
   command -v perf >/dev/null || { echo "bench: BENCH_PERF_DIR needs perf (Debian's linux-perf)" >&2; exit 1; }
   mkdir -p "$PERF_DIR"
 fi
-WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8 9} "
+WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8 9 10} "
 # want N: whether workload N runs.
 want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 # in_list X LIST...: whether X is one of LIST.
@@ -451,6 +459,25 @@ if want 3 || want 4; then
   done
 fi
 
+# ---------------------------------------------------------------- 10. exec probes
+
+# Before 6, which stops containerd.
+if want 10; then
+  for rt in containerd berth; do
+    # shellcheck disable=SC2046
+    client "$rt" up $(pod_args "$rt" exec) --pods "$EXEC_PODS" --clients "$CONC_CLIENTS"
+  done
+  for ((rep = 0; rep < REPS; rep++)); do
+    for rt in $(order "$rep"); do
+      for at_once in 1 "$EXEC_PODS"; do
+        log "exec probes, $at_once at once, $rt, repetition $((rep + 1))/$REPS"
+        client "$rt" exec --tag exec --n "$EXEC_N" --at-once "$at_once"
+      done
+    done
+  done
+  for rt in containerd berth; do client "$rt" down --tag exec --clients "$CONC_CLIENTS"; done
+fi
+
 # ---------------------------------------------------------------- 5. images
 
 if want 5; then
@@ -666,7 +693,7 @@ client berth down --tag bg --clients "$CONC_CLIENTS"
 
 notes=(
   "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $("$CONTAINERD_BIN/containerd" --version | awk '{print $3}') + runc $("$CONTAINERD_BIN/runc" --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
-  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection. Workloads run: ${BENCH_WORKLOADS:-all}."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection; exec probes $EXEC_N rounds in 1 and in $EXEC_PODS containers at once. Workloads run: ${BENCH_WORKLOADS:-all}."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
 [[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"

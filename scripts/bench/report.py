@@ -39,6 +39,8 @@ RULES = [
     (r"^stall/.*/timeouts$", ("sum",), "A stalled shim or frozen container: the other pods polled (ms)"),
     (r"^stall/.*/own ", ("mean",), "A stalled shim or frozen container: the other pods polled (ms)"),
     (r"^stall/", ("p50", "p99"), "A stalled shim or frozen container: the other pods polled (ms)"),
+    (r"^exec/failed", ("sum",), "Exec probes: ExecSync of `cat /etc/hostname`, 1 s timeout (ms)"),
+    (r"^exec/", ("p50", "p99"), "Exec probes: ExecSync of `cat /etc/hostname`, 1 s timeout (ms)"),
     (r"^kubelet/create to running", ("p50", "p99"), "A full node through kubelet, pods created at once (ms)"),
     (r"^kubelet/", ("mean",), "A full node through kubelet, pods created at once (ms)"),
     (r"^idle/.*processes", ("mean",), "A full node idle: the runtime's processes and kubelet"),

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod exec;
 mod images;
 mod pod_checkpoint;
 mod record;
@@ -140,6 +141,18 @@ enum Command {
         #[arg(long)]
         stalled: bool,
     },
+    /// ExecSync of a probe-sized command in `at_once` running containers
+    /// labelled `tag` at once, `n` rounds.
+    Exec {
+        #[arg(long)]
+        tag: String,
+        #[arg(long, default_value_t = 20)]
+        n: usize,
+        #[arg(long, default_value_t = 1)]
+        at_once: usize,
+        #[arg(long, default_value = "exec")]
+        metric: String,
+    },
     /// Times ImageStatus of every image named in FILE, and ListImages `n` times.
     Warm {
         #[arg(long)]
@@ -189,6 +202,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             metric,
             stalled,
         } => stats::poll(&cri, &out, &tag, &skip, rounds, &metric, stalled).await,
+        Command::Exec {
+            tag,
+            n,
+            at_once,
+            metric,
+        } => exec::exec(&cri, &out, &tag, n, at_once, &metric).await,
         Command::CheckpointPod {
             pod,
             output,

@@ -155,7 +155,8 @@ pub async fn pick(cri: &Cri, tag: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn running(cri: &Cri, tag: &str) -> Result<Vec<String>, String> {
+/// The running containers labelled `tag`, by id.
+pub async fn running(cri: &Cri, tag: &str) -> Result<Vec<String>, String> {
     let mut rt = cri.runtime.clone();
     let mut ids: Vec<String> = rt
         .list_containers(ListContainersRequest {
