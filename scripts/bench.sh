@@ -76,6 +76,9 @@
 # run together, and 7 and 8 use 6's pods, which run even when 6 is left out),
 # BENCH_SETTLE_SECONDS (the most a settle waits for a quiet machine, 120),
 # BENCH_STATS_LEVELS (workload 7's pod counts, e.g. "250"),
+# BENCH_RUNTIMES ("berth" measures berth alone, e.g. for a profile: no
+# containerd is started and the table has no ratios; default
+# "containerd berth"),
 # BENCH_PERF_DIR (a dir: berthd's cpu profile over each of its stats runs,
 # `perf record` at 999 Hz, kept there as stats-LEVEL-REP.data with a flat
 # report beside it, .txt; needs perf, Debian's linux-perf).
@@ -129,6 +132,14 @@ if [[ -n "$PERF_DIR" ]]; then
   mkdir -p "$PERF_DIR"
 fi
 WORKLOADS=" ${BENCH_WORKLOADS:-1 2 3 4 5 6 7 8 9 10} "
+# shellcheck disable=SC2206 # a list of names
+RUNTIMES=(${BENCH_RUNTIMES:-containerd berth})
+for rt in "${RUNTIMES[@]}"; do
+  [[ "$rt" == containerd || "$rt" == berth ]] || { echo "bench: BENCH_RUNTIMES: unknown runtime $rt" >&2; exit 2; }
+done
+# has RUNTIME: whether RUNTIME is measured.
+has() { [[ " ${RUNTIMES[*]} " == *" $1 "* ]]; }
+has berth || { echo "bench: BENCH_RUNTIMES must hold berth" >&2; exit 2; }
 # want N: whether workload N runs.
 want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 # in_list X LIST...: whether X is one of LIST.
@@ -306,11 +317,14 @@ for _ in $(seq 100); do [[ -S "${SOCK[berth]}" ]] && break; sleep 0.1; done
   die "berthd did not start"
 }
 
-log "starting containerd"
-BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" BERTH_CONTAINERD_STATE_TMPFS=1 \
-  bash "$repo/scripts/containerd/start.sh" "$work/containerd" >&2
-containerd_pid="$(cat "$work/containerd/containerd.pid")"
-if want 9; then
+containerd_pid=""
+if has containerd; then
+  log "starting containerd"
+  BERTH_REGISTRY="$REGISTRY" BERTH_CONTAINERD_CNI_CONF="$CNI_CONF" BERTH_CONTAINERD_STATE_TMPFS=1 \
+    bash "$repo/scripts/containerd/start.sh" "$work/containerd" >&2
+  containerd_pid="$(cat "$work/containerd/containerd.pid")"
+fi
+if want 9 && has containerd; then
   # containerd reads its hosts directory at every pull.
   mkdir -p "$work/containerd/certs.d/bigpull.bench"
   cat >"$work/containerd/certs.d/bigpull.bench/hosts.toml" <<EOF
@@ -362,19 +376,23 @@ settle() {
 }
 
 # order REP: the runtimes in the order repetition REP runs them.
-order() { if (($1 % 2 == 0)); then echo containerd berth; else echo berth containerd; fi; }
+order() {
+  local rt
+  if (($1 % 2 == 0)); then set -- containerd berth; else set -- berth containerd; fi
+  for rt in "$@"; do ! has "$rt" || echo "$rt"; done
+}
 
 log "pre-pulling the workload image (and containerd's sandbox image)"
 echo "$WORKLOAD_IMAGE" >"$work/workload-images.txt"
 client berth pull-all --file "$work/workload-images.txt"
 echo "$SANDBOX_IMAGE" >>"$work/workload-images.txt"
-client containerd pull-all --file "$work/workload-images.txt"
+! has containerd || client containerd pull-all --file "$work/workload-images.txt"
 
 memory() { # RUNTIME LABEL PODS
   # shellcheck disable=SC2086 # the helper glob is expanded by memory.py
   "$PY" "$repo/scripts/bench/memory.py" "$RESULTS" "$1" "$2" "$3" "${DAEMON[$1]}" "${HELPERS[$1]}"
 }
-for rt in containerd berth; do memory "$rt" idle 0; done
+for rt in "${RUNTIMES[@]}"; do memory "$rt" idle 0; done
 
 # ---------------------------------------------------------------- 1. critest -benchmark
 
@@ -441,7 +459,7 @@ fi
 # ---------------------------------------------------------------- 3+4. concurrency and memory
 
 if want 3 || want 4; then
-  for rt in containerd berth; do
+  for rt in "${RUNTIMES[@]}"; do
     log "memory with ${MEM_LEVELS[0]} pods, $rt"
     # shellcheck disable=SC2046
     client "$rt" up $(pod_args "$rt" mem) --pods "${MEM_LEVELS[0]}" --clients "$CONC_CLIENTS"
@@ -463,7 +481,7 @@ fi
 
 # Before 6, which stops containerd.
 if want 10; then
-  for rt in containerd berth; do
+  for rt in "${RUNTIMES[@]}"; do
     # shellcheck disable=SC2046
     client "$rt" up $(pod_args "$rt" exec) --pods "$EXEC_PODS" --clients "$CONC_CLIENTS"
   done
@@ -475,7 +493,7 @@ if want 10; then
       done
     done
   done
-  for rt in containerd berth; do client "$rt" down --tag exec --clients "$CONC_CLIENTS"; done
+  for rt in "${RUNTIMES[@]}"; do client "$rt" down --tag exec --clients "$CONC_CLIENTS"; done
 fi
 
 # ---------------------------------------------------------------- 5. images
@@ -488,7 +506,7 @@ if want 5; then
       client "$rt" cold-pull --image "$MULTILAYER_IMAGE" --n 1
     done
   done
-  for rt in containerd berth; do
+  for rt in "${RUNTIMES[@]}"; do
     log "pulling $MANY_IMAGES small images into $rt"
     client "$rt" pull-all --file "$work/many.txt" --clients 4
   done
@@ -592,11 +610,11 @@ idle_cpu() {
   local rt hz
   hz="$(getconf CLK_TCK)"
   declare -A before
-  for rt in containerd berth; do
+  for rt in "${RUNTIMES[@]}"; do
     before[$rt]="$(awk '{ print $14 + $15 }' "/proc/${DAEMON[$rt]}/stat")"
   done
   sleep "$IDLE_SECONDS"
-  for rt in containerd berth; do
+  for rt in "${RUNTIMES[@]}"; do
     awk -v rt="$rt" -v level="$1" -v before="${before[$rt]}" -v hz="$hz" -v secs="$IDLE_SECONDS" \
       '{ printf "{\"runtime\":\"%s\",\"metric\":\"stats/%s/daemon cpu, idle (ms per s)\",\"unit\":\"ms\",\"samples\":[%.3f]}\n",
            rt, level, ($14 + $15 - before) * 1000 / hz / secs }' "/proc/${DAEMON[$rt]}/stat" >>"$RESULTS"
@@ -613,7 +631,8 @@ profiled() {
   sleep 1 # perf attaches before the calls begin
   "$@" || status=$?
   kill -INT "$perf_pid" 2>/dev/null
-  wait "$perf_pid" 2>/dev/null
+  # perf ends on the INT with status 130, which is no failure here.
+  wait "$perf_pid" 2>/dev/null || true
   perf report -i "$base.data" --stdio --no-children --sort symbol --percent-limit 0.5 \
     >"$base.txt" 2>/dev/null || log "perf report of $base.data failed"
   return "$status"
@@ -628,7 +647,7 @@ mapfile -t LEVELS < <(printf '%s\n' "${LEVELS[@]}" | sort -nu)
 running=0
 for level in "${LEVELS[@]}"; do
   if ((level > running)); then
-    for rt in containerd berth; do
+    for rt in "${RUNTIMES[@]}"; do
       log "scaling: starting $((level - running)) more pods in $rt (to $level)"
       # shellcheck disable=SC2046
       client "$rt" up $(pod_args "$rt" bg) --pods "$((level - running))" --clients "$CONC_CLIENTS"
@@ -661,11 +680,11 @@ for level in "${LEVELS[@]}"; do
   fi
   if want 8 && ((level == STALL_LEVEL)); then
     for kind in shim freeze; do
-      for rt in containerd berth; do stall "$rt" "$kind"; done
+      for rt in "${RUNTIMES[@]}"; do stall "$rt" "$kind"; done
     done
   fi
 done
-if want 6; then
+if want 6 && has containerd; then
   # The same top level with berth alone: containerd's pods removed, so the
   # host holds only berth's (the 1.25x target is for a node running one
   # runtime; above, both runtimes' pods load the host at once).
@@ -682,7 +701,7 @@ if want 6; then
       client berth lifecycle $(pod_args berth scale) --n "$SCALE_N" --metric "alone/$running"
     done
   fi
-else
+elif has containerd; then
   log "removing the $running background pods of containerd"
   client containerd down --tag bg --clients "$CONC_CLIENTS"
 fi
