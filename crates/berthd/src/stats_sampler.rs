@@ -134,23 +134,55 @@ impl StatsSampler {
         self.cpu.forget(id);
     }
 
-    /// Samples every period until the returned task is aborted (none when
-    /// sampling is off). A pass that overruns the period delays the next
-    /// instead of running two at once.
+    /// Samples every period, for as long as berthd runs (none when
+    /// sampling is off, or when its thread cannot start: the calls then
+    /// read live). A pass that overruns the period delays the next instead
+    /// of running two at once.
+    ///
+    /// The passes run on a thread of their own at a lower cpu priority
+    /// ([`SAMPLER_NICE`]), with the threads they start for blocking reads:
+    /// a pass at 250 pods keeps both cores of a small node busy for a few
+    /// hundred milliseconds, and a kubelet call that came meanwhile waited
+    /// for it. Lowered, a pass takes what the calls leave.
     pub fn spawn(
         self: &Arc<Self>,
         source: Arc<dyn UsageSource>,
-    ) -> Option<tokio::task::JoinHandle<()>> {
+    ) -> Option<std::thread::JoinHandle<()>> {
         let period = self.period?;
         let sampler = self.clone();
-        Some(tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(period);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                sampler.sample(source.as_ref()).await;
+        let started = std::thread::Builder::new()
+            .name("stats-sampler".into())
+            .spawn(move || {
+                lower_priority();
+                // Its own runtime: spawn_blocking starts the blocking
+                // threads from this one, and they inherit its priority.
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .thread_name("stats-sampler")
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(err) => {
+                        tracing::error!(error = %err, "stats sampler: no runtime; stats are read at each call");
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let mut ticks = tokio::time::interval(period);
+                    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        ticks.tick().await;
+                        sampler.sample(source.as_ref()).await;
+                    }
+                });
+            });
+        match started {
+            Ok(handle) => Some(handle),
+            Err(err) => {
+                tracing::error!(error = %err, "stats sampler: no thread; stats are read at each call");
+                None
             }
-        }))
+        }
     }
 
     /// One pass: every container, then every pod (which sums its
@@ -245,6 +277,52 @@ impl StatsSampler {
     }
 }
 
+/// The nice value of the sampler's thread and of the threads it starts
+/// (Linux keeps a nice value per thread, and a new thread takes its
+/// creator's): at 10 the kernel gives it about a tenth of a core that a
+/// call at 0 wants.
+const SAMPLER_NICE: i32 = 10;
+
+/// Lowers the calling thread's cpu priority to [`SAMPLER_NICE`] (never
+/// raises it: a berthd started at a lower priority keeps it); a pass at the
+/// normal priority is slower for the calls, not wrong, so a failure is
+/// only logged.
+fn lower_priority() {
+    let result = thread_nice().and_then(|nice| {
+        if nice >= SAMPLER_NICE {
+            return Ok(());
+        }
+        let tid = this_thread_id()?;
+        // SAFETY: setpriority takes plain integers and changes only the
+        // scheduling of thread `tid`, this one.
+        let set = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid, SAMPLER_NICE) };
+        nix::errno::Errno::result(set).map(drop)
+    });
+    if let Err(err) = result {
+        tracing::warn!(error = %err, "stats sampler: cannot lower its cpu priority");
+    }
+}
+
+/// The calling thread's nice value.
+fn thread_nice() -> nix::Result<i32> {
+    let tid = this_thread_id()?;
+    // getpriority may return -1 as a value: only errno tells an error.
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority takes plain integers and reads thread `tid`'s
+    // nice value.
+    let nice = unsafe { nix::libc::getpriority(nix::libc::PRIO_PROCESS, tid) };
+    match nix::errno::Errno::last() {
+        nix::errno::Errno::UnknownErrno => Ok(nice),
+        err if nice == -1 => Err(err),
+        _ => Ok(nice),
+    }
+}
+
+/// The calling thread's id, as setpriority and getpriority take it.
+fn this_thread_id() -> nix::Result<u32> {
+    u32::try_from(nix::unistd::gettid().as_raw()).map_err(|_| nix::errno::Errno::EINVAL)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -326,6 +404,76 @@ mod tests {
                 network: None,
             }
         }
+    }
+
+    /// A [`Script`] that records the nice value of each thread a pass
+    /// reads a container on: the pass's own, and a blocking thread it
+    /// starts.
+    struct Priorities {
+        script: Script,
+        seen: Mutex<Vec<i32>>,
+    }
+
+    #[async_trait]
+    impl UsageSource for Priorities {
+        fn containers(&self) -> Vec<Arc<ContainerRecord>> {
+            self.script.containers()
+        }
+
+        fn pods(&self) -> Vec<Arc<SandboxRecord>> {
+            self.script.pods()
+        }
+
+        async fn container(&self, record: &ContainerRecord) -> ContainerReading {
+            let own = thread_nice().unwrap();
+            let blocking = tokio::task::spawn_blocking(|| thread_nice().unwrap())
+                .await
+                .unwrap();
+            self.seen.lock().unwrap().extend([own, blocking]);
+            self.script.container(record).await
+        }
+
+        async fn pod(&self, record: &SandboxRecord, containers: Vec<CgroupStats>) -> PodReading {
+            self.script.pod(record, containers).await
+        }
+    }
+
+    #[tokio::test]
+    async fn passes_run_at_a_lower_cpu_priority_than_the_calls() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        f.create_ok(&pod, container("app")).await;
+        let source = Arc::new(Priorities {
+            script: Script::on(&f),
+            seen: Mutex::default(),
+        });
+        let calls = thread_nice().unwrap();
+        // The first pass starts at once; the next would be an hour later.
+        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(3600)));
+        assert!(sampler.spawn(source.clone()).is_some(), "a sampler thread");
+        for _ in 0..1000 {
+            if source.seen.lock().unwrap().len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let seen = source.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen.len(),
+            2,
+            "one container read in the first pass: {seen:?}"
+        );
+        for nice in seen {
+            assert!(
+                nice >= SAMPLER_NICE.max(calls),
+                "a pass read at nice {nice}, the calls run at {calls}"
+            );
+        }
+        assert_eq!(
+            thread_nice().unwrap(),
+            calls,
+            "the calls' thread is untouched"
+        );
     }
 
     const SECOND: i64 = 1_000_000_000;
