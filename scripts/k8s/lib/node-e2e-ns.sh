@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs inside the mount namespace scripts/k8s/lib/kubelet-ns.sh shaped (the
 # kernel sysctls kubelet checks masked, /var/log and /var/lib/kubelet
-# directories of the run): the runtime under test, then ginkgo on
+# directories of the run): the runtime under test, which pulls the images
+# of WORK/prepull.txt first, then ginkgo on
 # e2e_node.test, which starts etcd, kube-apiserver and kubelet (the one
 # beside it) itself. The runtime shares the namespace so that the volumes
 # kubelet mounts under /var/lib/kubelet are the ones it bind-mounts into
@@ -88,9 +89,30 @@ stop_containerd() {
     log "scripts/containerd/stop.sh failed; see $work/logs/containerd-stop.log"
 }
 
+# prepull SOCKET: pulls the images of WORK/prepull.txt through the runtime,
+# four at a time.
+prepull() {
+  local count start=$SECONDS
+  count="$(wc -l <"$work/prepull.txt")"
+  xargs -P 4 -n 1 crictl --timeout 600s --image-endpoint "unix://$1" pull \
+    <"$work/prepull.txt" >"$work/logs/prepull.log" 2>&1 || {
+    tail -n 20 "$work/logs/prepull.log" >&2
+    log "pulling the stand-in images through $runtime failed"
+    "stop_$runtime"
+    exit 1
+  }
+  log "pulled the $count stand-in images through $runtime in $((SECONDS - start)) s"
+}
+
 case "$runtime" in
-  berth) start_berth ;;
-  containerd) start_containerd ;;
+  berth)
+    start_berth
+    prepull "$work/berth.sock"
+    ;;
+  containerd)
+    start_containerd
+    prepull "$work/containerd/containerd.sock"
+    ;;
   *)
     log "unknown runtime $runtime"
     exit 2
