@@ -14,7 +14,7 @@ EOF
 
 scn_logs() {
   ensure_pod counter counter_pod
-  wait_until 20 eval 'kubectl logs counter | grep -qx "line 1"' ||
+  wait_until 20 eval 'kubectl logs counter | grep -x "line 1" >/dev/null' ||
     fail "kubectl logs shows no 'line 1': $(kubectl logs counter 2>&1 | head -c 200)"
   # Container log lines hold only the text: no CRI timestamps or tags leak.
   local lines

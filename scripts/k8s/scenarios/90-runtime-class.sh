@@ -47,7 +47,7 @@ EOF
   [[ "$cmdline" == "sleep 36000 " ]] ||
     fail "runc's init of $id (pid $pid) runs '$cmdline', not the container's sleep"
   echo "runc $("$RUNC" --version | head -n 1) runs $id, init pid $pid: $cmdline"
-  wait_until 20 eval 'kubectl logs "$RUNC_POD" | grep -qx "hello from runc"' ||
+  wait_until 20 eval 'kubectl logs "$RUNC_POD" | grep -x "hello from runc" >/dev/null' ||
     fail "kubectl logs lacks the container's line: $(kubectl logs "$RUNC_POD" 2>&1 | head -c 200)"
   out="$(kubectl exec "$RUNC_POD" -c app -- cat /tmp/marker)"
   [[ "$out" == "$RUNC_POD-marker" ]] || fail "kubectl exec read '$out'"

@@ -112,12 +112,8 @@ pub async fn run(
                 }
             }
         } else if let Some(mut unused) = unused_stdin {
-            let mut buf = vec![0u8; CHUNK];
-            while let Ok(n) = unused.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-            }
+            // read to EOF or an error and discard, so client writes never fail
+            let _ = tokio::io::copy(&mut unused, &mut tokio::io::sink()).await;
         }
         std::future::pending::<()>().await
     };
