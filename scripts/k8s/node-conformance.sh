@@ -239,11 +239,12 @@ log "images ready in $((SECONDS - start)) s"
 # specs, as upstream's runs pull theirs (--prepull-images pulls the suite's
 # own list, which names images no stand-in exists for: cadvisor, perl, the
 # node-perf workloads): a spec's timeout then holds no pull.
-curl -fsS "http://$REGISTRY/v2/_catalog?n=1000" | jq -r '.repositories[]' |
-  grep -E '^(e2e-test-images/.+|pause)$' | while read -r name; do
-  curl -fsS "http://$REGISTRY/v2/$name/tags/list" |
-    jq -r --arg name "$name" '.tags[]? | "registry.k8s.io/\($name):\(.)"'
-done >"$WORK/prepull.txt"
+refs="$(registry_refs "$REGISTRY")" || {
+  log "cannot list the images of the registry at $REGISTRY"
+  exit 1
+}
+grep -E '^(e2e-test-images/[^:]+|pause):' <<<"$refs" |
+  sed 's|^|registry.k8s.io/|' >"$WORK/prepull.txt" || true
 [[ -s "$WORK/prepull.txt" ]] || {
   log "the registry at $REGISTRY holds no stand-in images"
   exit 1

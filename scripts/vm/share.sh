@@ -41,6 +41,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=../k8s/lib/registry.sh
+source "$repo/scripts/k8s/lib/registry.sh"
 target="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/berth/target}"
 tools_bin="${BERTH_TOOLS_BIN:-/usr/local/bin}"
 
@@ -182,12 +184,7 @@ curl -fsS -o /dev/null --max-time 5 "http://$src/v2/" || die "no registry answer
 # Every repository and tag the registry holds.
 refs="$dir/images/refs.txt"
 mkdir -p "$dir/images"
-: >"$refs"
-for r in $(curl -fsS "http://$src/v2/_catalog?n=1000" | jq -r '.repositories[]'); do
-  for t in $(curl -fsS "http://$src/v2/$r/tags/list" | jq -r '.tags // [] | .[]'); do
-    echo "$r:$t" >>"$refs"
-  done
-done
+registry_refs "$src" >"$refs" || die "cannot list the images of registry $src"
 [[ -s "$refs" ]] || die "registry $src holds no images"
 
 # One layout, so layers shared between images are stored once. One copy at

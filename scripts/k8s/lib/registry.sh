@@ -28,3 +28,15 @@ use_registry() {
     exit 1
   }
 }
+
+# registry_refs ADDR: every repository and tag the registry at ADDR holds,
+# as repo:tag lines (a repository without tags gives none); fails when the
+# registry does not answer.
+registry_refs() {
+  local addr="$1" repos r
+  repos="$(curl -fsS "http://$addr/v2/_catalog?n=1000" | jq -r '.repositories[]')" || return 1
+  for r in $repos; do
+    curl -fsS "http://$addr/v2/$r/tags/list" |
+      jq -r --arg r "$r" '.tags // [] | .[] | "\($r):\(.)"' || return 1
+  done
+}
