@@ -350,7 +350,7 @@ wait "$ns_pid"
 ginkgo_status=$?
 ns_pid=""
 set -e
-grep -m 1 "^node-conformance: pulled the" "$WORK/logs/ginkgo.log" >&2 || true
+grep -a -m 1 "^node-conformance: pulled the" "$WORK/logs/ginkgo.log" >&2 || true
 log "ginkgo exited with $ginkgo_status after $((SECONDS - run_start)) s"
 if [[ ! -s "$WORK/report/junit.xml" ]]; then
   tail -n 60 "$WORK/logs/ginkgo.log" >&2
