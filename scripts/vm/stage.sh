@@ -69,6 +69,10 @@
 # BERTH_VM_ESCAPE_FOCUS (a regexp) runs only the escape probes it matches.
 # Needs the debug build of scripts/test.sh ($CARGO_TARGET_DIR) and the
 # Kubernetes binaries (scripts/k8s/install.sh, built when missing).
+# BERTH_VM_PROFILE=release stages the release build instead (build it
+# first with cargo build --release): for the full node conformance runs,
+# whose specs bound waits in seconds that a debug berthd under emulation
+# can overrun, and which the containerd baseline runs with release builds.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
@@ -96,6 +100,14 @@ case "$nc_runtime" in
   berth | containerd) ;;
   *)
     echo "vm-stage: BERTH_VM_NODE_CONFORMANCE_RUNTIME must be berth or containerd" >&2
+    exit 2
+    ;;
+esac
+profile="${BERTH_VM_PROFILE:-debug}"
+case "$profile" in
+  debug | release) ;;
+  *)
+    echo "vm-stage: BERTH_VM_PROFILE must be debug or release" >&2
     exit 2
     ;;
 esac
@@ -144,7 +156,7 @@ if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ||
   k8s_args+=(--k8s "$k8s_bin")
 fi
 log "staging binaries, tools and test images"
-bash scripts/vm/share.sh "$share" --profile debug "${k8s_args[@]}"
+bash scripts/vm/share.sh "$share" --profile "$profile" "${k8s_args[@]}"
 if [[ "$kubeadm" != 0 ]]; then
   log "the control-plane images kubeadm runs"
   bash scripts/images/build-kubeadm.sh "$k8s_bin" "$share/kubeadm-images/oci"
