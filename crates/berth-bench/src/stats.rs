@@ -9,6 +9,7 @@ use cri_api::v1::{
     ListContainerStatsRequest, ListContainersRequest, ListPodSandboxMetricsRequest,
     ListPodSandboxRequest, ListPodSandboxStatsRequest, PodSandboxFilter, PodSandboxStatsFilter,
 };
+use prost::Message;
 use tonic::{Code, Request, Status};
 
 use crate::client::Cri;
@@ -122,7 +123,66 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
             out.write(&format!("{metric}/{name}"), "ms", s)?;
         }
     }
+    answers(cri, out, metric, &unimplemented).await
+}
+
+/// How many times one answer's bytes are decoded for [`answers`]' timing.
+const DECODES: usize = 5;
+
+/// Where a stats call's time goes: each stats RPC's answer once more, its
+/// encoded size, and how long this client takes to decode those bytes
+/// alone (what every call pays after the transfer, and a share kubelet's
+/// decoder pays too).
+async fn answers(cri: &Cri, out: &Out, metric: &str, unimplemented: &[bool]) -> Result<(), String> {
+    let mut rt = cri.runtime.clone();
+    if !unimplemented[0] {
+        let answer = rt
+            .list_pod_sandbox_stats(timed(
+                ListPodSandboxStatsRequest {
+                    filter: Some(PodSandboxStatsFilter::default()),
+                },
+                STATS_TIMEOUT,
+            ))
+            .await
+            .map_err(|s| format!("ListPodSandboxStats: {s}"))?
+            .into_inner();
+        answer_record(out, &format!("{metric}/ListPodSandboxStats"), &answer)?;
+    }
+    if !unimplemented[1] {
+        let answer = rt
+            .list_container_stats(timed(
+                ListContainerStatsRequest {
+                    filter: Some(ContainerStatsFilter::default()),
+                },
+                STATS_TIMEOUT,
+            ))
+            .await
+            .map_err(|s| format!("ListContainerStats: {s}"))?
+            .into_inner();
+        answer_record(out, &format!("{metric}/ListContainerStats"), &answer)?;
+    }
+    if !unimplemented[2] {
+        let answer = rt
+            .list_pod_sandbox_metrics(timed(ListPodSandboxMetricsRequest {}, STATS_TIMEOUT))
+            .await
+            .map_err(|s| format!("ListPodSandboxMetrics: {s}"))?
+            .into_inner();
+        answer_record(out, &format!("{metric}/ListPodSandboxMetrics"), &answer)?;
+    }
     Ok(())
+}
+
+fn answer_record<M: Message + Default>(out: &Out, metric: &str, answer: &M) -> Result<(), String> {
+    let bytes = answer.encode_to_vec();
+    let mut decodes = Vec::with_capacity(DECODES);
+    for _ in 0..DECODES {
+        let t = Instant::now();
+        M::decode(bytes.as_slice()).map_err(|err| format!("{metric}: decode: {err}"))?;
+        decodes.push(ms(t.elapsed()));
+    }
+    // usize to f64: an answer's size is far below 2^52 bytes.
+    out.write(&format!("{metric} answer"), "bytes", &[bytes.len() as f64])?;
+    out.write(&format!("{metric} client decode"), "ms", &decodes)
 }
 
 /// One running container of the pods labelled `tag`: prints its id, its
