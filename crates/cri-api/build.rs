@@ -19,6 +19,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // Hand-written (src/metrics_answer.rs): it may carry its pods
+        // already encoded.
+        .extern_path(
+            ".runtime.v1.ListPodSandboxMetricsResponse",
+            "crate::metrics_answer::ListPodSandboxMetricsResponse",
+        )
         .compile_protos(&[proto], &[proto_dir])?;
     Ok(())
 }
