@@ -25,6 +25,7 @@ use berth_cgroups::stats::CgroupStats;
 use futures_util::stream::{self, StreamExt};
 
 use crate::cgroup_reading::Reading;
+use crate::clock::now_nanos;
 use crate::container::store::ContainerRecord;
 use crate::container::ContainerManager;
 use crate::cpu_rate::{CpuSample, CpuSamples};
@@ -91,6 +92,11 @@ impl UsageSource for HostUsage {
 
 #[derive(Default)]
 struct Samples {
+    /// Counts the passes: 0 before the first.
+    pass: u64,
+    /// When the pass started (nanoseconds since the epoch): every reading
+    /// in it is from then or later.
+    started_at: i64,
     containers: HashMap<String, Arc<ContainerSample>>,
     pods: HashMap<String, Arc<PodSample>>,
 }
@@ -188,6 +194,7 @@ impl StatsSampler {
     /// One pass: every container, then every pod (which sums its
     /// containers' cgroups as this pass read them).
     pub async fn sample(&self, source: &dyn UsageSource) {
+        let started_at = now_nanos();
         let records = source.containers();
         let readings: Vec<(Arc<ContainerRecord>, ContainerReading)> = stream::iter(records)
             .map(|record| async move {
@@ -241,10 +248,36 @@ impl StatsSampler {
                 )
             })
             .collect();
-        *self
+        let mut samples = self
             .samples
             .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Samples { containers, pods };
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *samples = Samples {
+            pass: samples.pass.wrapping_add(1),
+            started_at,
+            containers,
+            pods,
+        };
+    }
+
+    /// The number of the last pass, if it is fresh at `now` and has a
+    /// sample of each of `pods` and `containers`: every answer built from
+    /// those ids then comes from that pass alone, so it may be kept until
+    /// the next (see `server::metrics_cache`).
+    pub fn pass_covering<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a str>,
+        containers: impl IntoIterator<Item = &'a str>,
+        now: i64,
+    ) -> Option<u64> {
+        let samples = self.read();
+        let covered = samples.pass > 0
+            && self.fresh(samples.started_at, now)
+            && pods.into_iter().all(|id| samples.pods.contains_key(id))
+            && containers
+                .into_iter()
+                .all(|id| samples.containers.contains_key(id));
+        covered.then_some(samples.pass)
     }
 
     /// Container `id`'s last sample, unless it has none or it is older
@@ -474,6 +507,54 @@ mod tests {
             calls,
             "the calls' thread is untouched"
         );
+    }
+
+    #[tokio::test]
+    async fn a_pass_covers_the_ids_it_sampled_while_it_is_fresh() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let script = Script::on(&f);
+        let sampler = StatsSampler::new(Duration::from_secs(10));
+        let now = now_nanos();
+        assert_eq!(
+            sampler.pass_covering([pod.as_str()], [app.as_str()], now),
+            None,
+            "no pass yet"
+        );
+        script.at(now, &[(&app, 0)]);
+        sampler.sample(&script).await;
+        assert_eq!(
+            sampler.pass_covering([pod.as_str()], [app.as_str()], now_nanos()),
+            Some(1)
+        );
+        assert_eq!(sampler.pass_covering([], [], now_nanos()), Some(1));
+        let newer = f.create_ok(&pod, container("newer")).await;
+        assert_eq!(
+            sampler.pass_covering([pod.as_str()], [app.as_str(), newer.as_str()], now_nanos()),
+            None,
+            "a container the pass did not read"
+        );
+        assert_eq!(
+            sampler.pass_covering(["other"], [], now_nanos()),
+            None,
+            "a pod the pass did not read"
+        );
+        let stale = now_nanos() + 21 * SECOND;
+        assert_eq!(
+            sampler.pass_covering([pod.as_str()], [app.as_str()], stale),
+            None,
+            "two periods after the pass started"
+        );
+        sampler.sample(&script).await;
+        assert_eq!(
+            sampler.pass_covering([pod.as_str()], [app.as_str(), newer.as_str()], now_nanos()),
+            Some(2),
+            "the next pass read it"
+        );
+        let off = StatsSampler::new(Duration::ZERO);
+        off.sample(&script).await;
+        assert_eq!(off.pass_covering([], [], now_nanos()), None, "sampling off");
     }
 
     const SECOND: i64 = 1_000_000_000;

@@ -10,11 +10,18 @@ use berth_stream::{StreamServer, StreamServerConfig};
 use super::{CriService, RuntimeContext};
 use crate::config::Config;
 use crate::container::lifecycle_tests::Fixture;
+use crate::stats_sampler::StatsSampler;
 use crate::stream_runtime::ContainerStreams;
 
 /// The service over `f`'s managers; its streaming server on a free
 /// loopback port.
 pub(crate) fn service(f: &Fixture) -> CriService {
+    // Off: the handlers' tests read what the fakes hold now.
+    sampled_service(f, Arc::new(StatsSampler::new(Duration::ZERO)))
+}
+
+/// [`service`], its stats and metrics calls answering from `stats`.
+pub(crate) fn sampled_service(f: &Fixture, stats: Arc<StatsSampler>) -> CriService {
     let config = Config::default();
     let images = Arc::new(ImagePuller::new(
         f.manager.images.clone(),
@@ -44,8 +51,7 @@ pub(crate) fn service(f: &Fixture) -> CriService {
         events: Arc::default(),
         exit_watcher: None,
         metrics: Arc::default(),
-        // Off: the handlers' tests read what the fakes hold now.
-        stats: Arc::new(crate::stats_sampler::StatsSampler::new(Duration::ZERO)),
+        stats,
         streams,
         kernel: crate::kernel_features::KernelFeatures {
             recursive_read_only: true,

@@ -2,33 +2,106 @@
 //! (KEP-2371).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use cri_api::v1::{ListPodSandboxMetricsResponse, PodSandboxMetrics};
 use futures_util::stream::{self, StreamExt};
+use prost::bytes::Bytes;
 use tonic::Status;
 
 use super::cadvisor_metrics::{pod_metrics, MetricsContext};
 use super::container_stats::{ReadFor, READS_AT_ONCE};
+use super::metrics_cache::Key;
 use super::CriService;
 use crate::block_devices;
 use crate::clock::now_nanos;
+use crate::container::store::ContainerRecord;
 use crate::fs_capacity;
+use crate::sandbox::store::SandboxRecord;
 
 impl CriService {
     pub(super) async fn serve_list_pod_sandbox_metrics(
         &self,
     ) -> Result<ListPodSandboxMetricsResponse, Status> {
         Ok(ListPodSandboxMetricsResponse {
-            pod_metrics: self.all_pod_metrics().await,
+            pod_metrics: Vec::new(),
+            encoded: self.encoded_pod_metrics().await,
         })
     }
 
-    pub(super) async fn all_pod_metrics(&self) -> Vec<PodSandboxMetrics> {
-        let mut images = HashMap::new();
-        for record in self.context().containers.store.published_all() {
-            images.insert(record.id.clone(), record.image_ref.clone());
+    /// Every pod's metrics, encoded: the answer kept from a call before
+    /// when the sampler's last pass covers every pod and container and it
+    /// was built from that pass, else built now (and kept when the pass
+    /// covered it).
+    pub(super) async fn encoded_pod_metrics(&self) -> Bytes {
+        let context = self.context();
+        let containers = context.containers.store.published_all();
+        let records = context.sandboxes.store.published_all();
+        let now = now_nanos();
+        let key = self.metrics_key(&records, &containers, now);
+        if let Some(answer) = key.as_ref().and_then(|key| self.kept_metrics.get(key, now)) {
+            return answer;
         }
-        let records = self.context().sandboxes.store.published_all();
+        let answer = self.build_pod_metrics(records, &containers, now).await;
+        // Kept only if no pass ended while it was built: then every value
+        // in it is the key's pass's.
+        let key = key.filter(|key| {
+            let pass = context.stats.pass_covering(
+                key.pods.iter().map(String::as_str),
+                key.containers.iter().map(String::as_str),
+                now_nanos(),
+            );
+            pass == Some(key.pass)
+        });
+        self.kept_metrics.put(key, &answer)
+    }
+
+    /// Every pod's metrics, built now.
+    pub(super) async fn all_pod_metrics(&self) -> Vec<PodSandboxMetrics> {
+        let context = self.context();
+        let containers = context.containers.store.published_all();
+        let records = context.sandboxes.store.published_all();
+        self.build_pod_metrics(records, &containers, now_nanos())
+            .await
+    }
+
+    /// What an answer built now would come from, if the sampler's last
+    /// pass holds all of it.
+    fn metrics_key(
+        &self,
+        pods: &[Arc<SandboxRecord>],
+        containers: &[Arc<ContainerRecord>],
+        now: i64,
+    ) -> Option<Key> {
+        let sorted = |ids: Vec<String>| {
+            let mut ids = ids;
+            ids.sort_unstable();
+            ids
+        };
+        let pods = sorted(pods.iter().map(|record| record.id.clone()).collect());
+        let containers = sorted(containers.iter().map(|record| record.id.clone()).collect());
+        let pass = self.context().stats.pass_covering(
+            pods.iter().map(String::as_str),
+            containers.iter().map(String::as_str),
+            now,
+        )?;
+        Some(Key {
+            pass,
+            pods,
+            containers,
+        })
+    }
+
+    async fn build_pod_metrics(
+        &self,
+        records: Vec<Arc<SandboxRecord>>,
+        containers: &[Arc<ContainerRecord>],
+        now: i64,
+    ) -> Vec<PodSandboxMetrics> {
+        let images: HashMap<String, String> = containers
+            .iter()
+            .map(|record| (record.id.clone(), record.image_ref.clone()))
+            .collect();
         let usages: Vec<_> = stream::iter(records)
             .map(|record| async move { self.pod_sandbox_usage(&record, ReadFor::Metrics).await })
             .buffered(READS_AT_ONCE)
@@ -55,11 +128,90 @@ impl CriService {
             images: &images,
             devices: &devices,
             layers_fs,
-            now: now_nanos(),
+            now,
         };
         usages
             .iter()
             .map(|usage| pod_metrics(usage, &context))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use prost::Message;
+
+    use super::*;
+    use crate::container::lifecycle_tests::{container, fixture};
+    use crate::server::fake_service::sampled_service;
+    use crate::stats_sampler::{HostUsage, StatsSampler};
+
+    fn containers_of(answer: &[PodSandboxMetrics]) -> Vec<String> {
+        let mut ids: Vec<String> = answer
+            .iter()
+            .flat_map(|pod| &pod.container_metrics)
+            .map(|container| container.container_id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The call's answer, decoded as a client does.
+    async fn answer_of(svc: &CriService) -> Vec<PodSandboxMetrics> {
+        let bytes = svc.encoded_pod_metrics().await;
+        ListPodSandboxMetricsResponse::decode(bytes)
+            .expect("decodes")
+            .pod_metrics
+    }
+
+    #[tokio::test]
+    async fn the_answer_is_kept_for_its_pass_and_built_again_when_ids_or_the_pass_change() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
+        let svc = sampled_service(&f, sampler.clone());
+        let source = HostUsage {
+            containers: f.manager.clone(),
+        };
+        sampler.sample(&source).await;
+
+        let first = answer_of(&svc).await;
+        assert_eq!(containers_of(&first), vec![app.clone()]);
+        let key = |pass, containers: &[&String]| Key {
+            pass,
+            pods: vec![pod.clone()],
+            containers: containers.iter().map(|id| id.to_string()).collect(),
+        };
+        assert!(
+            svc.kept_metrics
+                .get(&key(1, &[&app]), now_nanos())
+                .is_some(),
+            "kept for the pass it came from"
+        );
+        let again = answer_of(&svc).await;
+        assert_eq!(again.len(), first.len());
+        assert_eq!(containers_of(&again), vec![app.clone()]);
+
+        // Newer than the pass: read now, and the answer holds it.
+        let newer = f.create_ok(&pod, container("newer")).await;
+        let mut both = [app.clone(), newer.clone()];
+        both.sort();
+        assert_eq!(containers_of(&answer_of(&svc).await), both);
+
+        sampler.sample(&source).await;
+        assert_eq!(containers_of(&answer_of(&svc).await), both);
+        let mut ids = [&app, &newer];
+        ids.sort();
+        assert!(
+            svc.kept_metrics.get(&key(2, &ids), now_nanos()).is_some(),
+            "kept again for the next pass"
+        );
+        assert!(svc
+            .kept_metrics
+            .get(&key(1, &[&app]), now_nanos())
+            .is_none());
     }
 }

@@ -39,6 +39,7 @@ mod list_metric_descriptors;
 mod list_pod_sandbox;
 mod list_pod_sandbox_metrics;
 mod list_pod_sandbox_stats;
+mod metrics_cache;
 #[cfg(test)]
 mod pod_handler_tests;
 mod pod_members;
@@ -114,12 +115,15 @@ pub struct RuntimeContext {
 #[derive(Clone)]
 pub struct CriService {
     context: Arc<RuntimeContext>,
+    /// The last ListPodSandboxMetrics answer, kept for one sampler pass.
+    kept_metrics: Arc<metrics_cache::MetricsCache>,
 }
 
 impl CriService {
     pub fn new(context: RuntimeContext) -> Self {
         Self {
             context: Arc::new(context),
+            kept_metrics: Arc::default(),
         }
     }
 
