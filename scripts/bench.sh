@@ -35,8 +35,10 @@
 #      runtime, kubelet's stats RPCs (ListPodSandboxStats,
 #      ListContainerStats, ListPodSandboxMetrics; ListContainers and
 #      ListPodSandbox for reference) one after another, each until its
-#      calls took 60 s in all at most: p50/p99 per RPC; before them, each
-#      daemon's cpu time over 30 s without calls (20 in quick mode);
+#      calls took 60 s in all at most: p50/p99 per RPC; after them, each
+#      stats answer's encoded size and how long the bench's client takes
+#      to decode those bytes alone; before them, each daemon's cpu time
+#      over 30 s without calls (20 in quick mode);
 #   8. a stalled shim: with 110 of them running, one container's shim
 #      SIGSTOPped (berth: the berth-shim of its pid file; containerd: the
 #      pod's containerd-shim-runc-v2), then separately that container frozen
