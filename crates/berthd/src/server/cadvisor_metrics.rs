@@ -55,7 +55,7 @@ const DESCRIPTORS: &[(&str, &str, MetricType, &[&str])] = &[
     ("container_fs_usage_bytes", "Number of bytes that are consumed by the container on this filesystem.", Gauge, DEVICE),
     ("container_fs_writes_bytes_total", "Cumulative count of bytes written", Counter, DEVICE),
     ("container_fs_writes_total", "Cumulative count of writes completed", Counter, DEVICE),
-    ("container_last_seen", "Last time a container was seen by the exporter", Gauge, NONE),
+    (LAST_SEEN, "Last time a container was seen by the exporter", Gauge, NONE),
     ("container_memory_cache", "Number of bytes of page cache memory.", Gauge, NONE),
     ("container_memory_failcnt", "Number of memory usage hits limits", Counter, NONE),
     ("container_memory_failures_total", "Cumulative count of memory allocation failures.", Counter, FAILURES),
@@ -95,7 +95,10 @@ const DESCRIPTORS: &[(&str, &str, MetricType, &[&str])] = &[
     ("container_ulimits_soft", "Soft ulimit values for the container root process. Unlimited if -1, except priority and nice", Gauge, ULIMIT),
 ];
 
-const NANOS: u64 = 1_000_000_000;
+/// The metric each container's list starts with: the time of the answer,
+/// which a kept answer rewrites per call (`super::metrics_cache`).
+pub(super) const LAST_SEEN: &str = "container_last_seen";
+pub(super) const NANOS: u64 = 1_000_000_000;
 
 /// The descriptors of every metric served.
 pub fn descriptors() -> Vec<MetricDescriptor> {
@@ -453,7 +456,7 @@ fn container_metrics(
         metrics: Vec::new(),
     };
     let now_seconds = u64::try_from(context.now).ok().map(|now| now / NANOS);
-    builder.push("container_last_seen", context.now, now_seconds, &[]);
+    builder.push(LAST_SEEN, context.now, now_seconds, &[]);
     if let Some(sample) = sample {
         let created = u64::try_from(sample.created_at).ok().map(|at| at / NANOS);
         builder.push("container_start_time_seconds", sample.at, created, &[]);

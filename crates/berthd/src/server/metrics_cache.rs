@@ -16,6 +16,8 @@ use prost::encoding::WireType::{LengthDelimited, Varint};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, int32, message, string};
 use prost::Message;
 
+use super::cadvisor_metrics::{LAST_SEEN, NANOS};
+
 /// What an answer was built from: the sampler's pass and the ids of the
 /// pods and containers there were, sorted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,16 +27,12 @@ pub(super) struct Key {
     pub containers: Vec<String>,
 }
 
-/// The metric every container's list starts with, which says when the
-/// answer was made.
-const LAST_SEEN: &str = "container_last_seen";
 /// The varint bytes of a time in nanoseconds since the epoch (2^56 to
 /// 2^63: from 1972 to 2262) and in seconds (2^28 to 2^35: 1978 to 3058).
 /// A time written over a kept one must take as many bytes, or every
 /// enclosing length would change.
 const NANOS_WIDTH: usize = 9;
 const SECONDS_WIDTH: usize = 5;
-const NANOS: u64 = 1_000_000_000;
 
 /// Where one container's last-seen time and value are in an encoded
 /// answer.
