@@ -58,6 +58,10 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut unimplemented = [false; 5];
     let mut spent = [Duration::ZERO; 5];
+    // Each stats RPC's last answer, for [`answer_record`].
+    let mut last_pod_stats = None;
+    let mut last_container_stats = None;
+    let mut last_metrics = None;
     for _ in 0..n {
         for (i, name) in names.iter().enumerate() {
             if unimplemented[i] || spent[i] >= STATS_BUDGET {
@@ -73,7 +77,7 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
                         STATS_TIMEOUT,
                     ))
                     .await
-                    .map(drop),
+                    .map(|answer| last_pod_stats = Some(answer.into_inner())),
                 1 => rt
                     .list_container_stats(timed(
                         ListContainerStatsRequest {
@@ -82,11 +86,11 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
                         STATS_TIMEOUT,
                     ))
                     .await
-                    .map(drop),
+                    .map(|answer| last_container_stats = Some(answer.into_inner())),
                 2 => rt
                     .list_pod_sandbox_metrics(timed(ListPodSandboxMetricsRequest {}, STATS_TIMEOUT))
                     .await
-                    .map(drop),
+                    .map(|answer| last_metrics = Some(answer.into_inner())),
                 3 => rt
                     .list_containers(timed(
                         ListContainersRequest {
@@ -123,54 +127,24 @@ pub async fn stats(cri: &Cri, out: &Out, n: usize, metric: &str) -> Result<(), S
             out.write(&format!("{metric}/{name}"), "ms", s)?;
         }
     }
-    answers(cri, out, metric, &unimplemented).await
-}
-
-/// How many times one answer's bytes are decoded for [`answers`]' timing.
-const DECODES: usize = 5;
-
-/// Where a stats call's time goes: each stats RPC's answer once more, its
-/// encoded size, and how long this client takes to decode those bytes
-/// alone (what every call pays after the transfer, and a share kubelet's
-/// decoder pays too).
-async fn answers(cri: &Cri, out: &Out, metric: &str, unimplemented: &[bool]) -> Result<(), String> {
-    let mut rt = cri.runtime.clone();
-    if !unimplemented[0] {
-        let answer = rt
-            .list_pod_sandbox_stats(timed(
-                ListPodSandboxStatsRequest {
-                    filter: Some(PodSandboxStatsFilter::default()),
-                },
-                STATS_TIMEOUT,
-            ))
-            .await
-            .map_err(|s| format!("ListPodSandboxStats: {s}"))?
-            .into_inner();
-        answer_record(out, &format!("{metric}/ListPodSandboxStats"), &answer)?;
+    // Where a stats call's time goes: each answer's encoded size, and how
+    // long this client takes to decode those bytes alone (what every call
+    // pays after the transfer, and a share kubelet's decoder pays too).
+    if let Some(answer) = &last_pod_stats {
+        answer_record(out, &format!("{metric}/ListPodSandboxStats"), answer)?;
     }
-    if !unimplemented[1] {
-        let answer = rt
-            .list_container_stats(timed(
-                ListContainerStatsRequest {
-                    filter: Some(ContainerStatsFilter::default()),
-                },
-                STATS_TIMEOUT,
-            ))
-            .await
-            .map_err(|s| format!("ListContainerStats: {s}"))?
-            .into_inner();
-        answer_record(out, &format!("{metric}/ListContainerStats"), &answer)?;
+    if let Some(answer) = &last_container_stats {
+        answer_record(out, &format!("{metric}/ListContainerStats"), answer)?;
     }
-    if !unimplemented[2] {
-        let answer = rt
-            .list_pod_sandbox_metrics(timed(ListPodSandboxMetricsRequest {}, STATS_TIMEOUT))
-            .await
-            .map_err(|s| format!("ListPodSandboxMetrics: {s}"))?
-            .into_inner();
-        answer_record(out, &format!("{metric}/ListPodSandboxMetrics"), &answer)?;
+    if let Some(answer) = &last_metrics {
+        answer_record(out, &format!("{metric}/ListPodSandboxMetrics"), answer)?;
     }
     Ok(())
 }
+
+/// How many times one answer's bytes are decoded for [`answer_record`]'s
+/// timing.
+const DECODES: usize = 5;
 
 fn answer_record<M: Message + Default>(out: &Out, metric: &str, answer: &M) -> Result<(), String> {
     let bytes = answer.encode_to_vec();
