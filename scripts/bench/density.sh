@@ -31,8 +31,8 @@
 # BENCH_DENSITY_RUNTIMES ("berth containerd") picks the runtimes,
 # BENCH_DENSITY_BIN a directory with berthd, berth-shim and berth-pinns to
 # run instead of the release build (a check of the script, not a number for
-# the tables). --keep
-# keeps the work dir (logs of every component, the raw records).
+# the tables), BERTHD_LOG_LEVEL berthd's log filter (info). --keep keeps
+# the work dir (logs of every component, the raw records).
 #
 # Locks: /run/lock/berth-critest.lock (one kubelet at a time, as the
 # Kubernetes stages take it) and /run/lock/berth-bench.lock (the bench's
@@ -84,7 +84,9 @@ WORKLOAD_IMAGE=registry.k8s.io/e2e-test-images/busybox:1.29-2
 SANDBOX_IMAGE=registry.k8s.io/pause:3.9
 # Pod creation to Running, for all of them: generous, a loaded machine.
 RUNNING_TIMEOUT=900
-BERTHD_LOG_LEVEL=info
+# berthd's log filter: info for the tables; a profile may want
+# 'info,berthd::server::instrument=debug' (each RPC's handler time).
+BERTHD_LOG_LEVEL="${BERTHD_LOG_LEVEL:-info}"
 
 # shellcheck source=../lib/process.sh
 source "$repo/scripts/lib/process.sh"
