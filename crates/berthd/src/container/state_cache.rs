@@ -8,7 +8,10 @@
 //! at every read through the [`ShimWatch`] taken before the shim was asked:
 //! the shim's exit file appeared, or its process ended. The one move with no
 //! such sign, created to running, is berthd's own StartContainer, which
-//! calls [`StateCache::forget`]. A read that raced a forget is not stored.
+//! calls [`StateCache::forget`]. A read that raced a forget of its own
+//! container is not stored; forgets of other containers do not touch it,
+//! or a node starting a hundred pods at once would keep none of their
+//! states and ask every shim at every relist while they start.
 //!
 //! A real watch holds a pidfd, so the cache keeps at most a set number of
 //! watched entries (half the fd limit berthd was given); past that, the
@@ -34,12 +37,21 @@ pub struct StateCache {
     max_watches: usize,
 }
 
+/// How many forgets [`Inner::forgotten`] remembers before it starts over.
+const MAX_FORGOTTEN: usize = 4096;
+
 #[derive(Default)]
 struct Inner {
     /// Entries that hold a watch.
     watches: usize,
-    /// Bumped by every forget: a store that began before it is dropped.
+    /// Bumped by every forget.
     epoch: u64,
+    /// The epoch of each dir's last forget: a store of that dir that began
+    /// before it is dropped.
+    forgotten: HashMap<PathBuf, u64>,
+    /// The epoch `forgotten` last started over at: a store that began
+    /// before it is dropped, whatever its dir.
+    floor: u64,
     entries: HashMap<PathBuf, Entry>,
 }
 
@@ -81,9 +93,9 @@ impl StateCache {
         self.lock().epoch
     }
 
-    /// Keeps what the shim of `dir` answered, unless a forget came since
-    /// `epoch`. A created or running state is kept only with a watch that
-    /// can tell when it moves.
+    /// Keeps what the shim of `dir` answered, unless a forget of `dir` came
+    /// since `epoch`. A created or running state is kept only with a watch
+    /// that can tell when it moves.
     pub fn store(
         &self,
         dir: &Path,
@@ -97,7 +109,7 @@ impl StateCache {
             (_, None) => return,
         };
         let mut inner = self.lock();
-        if inner.epoch != epoch {
+        if epoch < inner.floor || inner.forgotten.get(dir).is_some_and(|&at| at > epoch) {
             return;
         }
         inner.remove(dir);
@@ -121,6 +133,14 @@ impl StateCache {
     pub fn forget(&self, dir: &Path) {
         let mut inner = self.lock();
         inner.epoch += 1;
+        let epoch = inner.epoch;
+        // Bounded: starting over drops the stores in flight, which only
+        // costs their next reads a call to the shim.
+        if inner.forgotten.len() >= MAX_FORGOTTEN && !inner.forgotten.contains_key(dir) {
+            inner.forgotten.clear();
+            inner.floor = epoch;
+        }
+        inner.forgotten.insert(dir.to_path_buf(), epoch);
         inner.remove(dir);
     }
 
@@ -242,5 +262,53 @@ mod tests {
         assert_eq!(cache.get(dir).map(|s| s.status), Some(RunState::Running));
         cache.forget(dir);
         assert!(cache.get(dir).is_none());
+    }
+
+    #[test]
+    fn a_forget_of_another_container_does_not_drop_a_read() {
+        let cache = StateCache::new(8);
+        let (one, two) = (Path::new("/s/c1"), Path::new("/s/c2"));
+        let epoch = cache.epoch();
+        // c2 starts while c1's answer is on its way back.
+        cache.forget(two);
+        let (_, watch) = flag();
+        cache.store(one, epoch, &state(RunState::Running), watch);
+        assert_eq!(cache.get(one).map(|s| s.status), Some(RunState::Running));
+        // c2's own read from before its forget is still dropped.
+        let (_, watch) = flag();
+        cache.store(two, epoch, &state(RunState::Created), watch);
+        assert!(cache.get(two).is_none());
+    }
+
+    #[test]
+    fn starting_over_drops_every_read_in_flight() {
+        let cache = StateCache::new(8);
+        let dirs: Vec<PathBuf> = (0..=MAX_FORGOTTEN)
+            .map(|n| PathBuf::from(format!("/s/c{n}")))
+            .collect();
+        let before = cache.epoch();
+        for dir in &dirs[..MAX_FORGOTTEN] {
+            cache.forget(dir);
+        }
+        let during = cache.epoch();
+        // The one forget past the bound starts the record over.
+        cache.forget(&dirs[MAX_FORGOTTEN]);
+        let unrelated = Path::new("/s/other");
+        let (_, watch) = flag();
+        cache.store(unrelated, before, &state(RunState::Running), watch);
+        assert!(
+            cache.get(unrelated).is_none(),
+            "began before the start-over"
+        );
+        let (_, watch) = flag();
+        cache.store(&dirs[0], during, &state(RunState::Running), watch);
+        assert!(
+            cache.get(&dirs[0]).is_none(),
+            "its forget's record was dropped"
+        );
+        let (_, watch) = flag();
+        cache.store(unrelated, cache.epoch(), &state(RunState::Running), watch);
+        assert!(cache.get(unrelated).is_some());
+        assert!(cache.lock().forgotten.len() <= MAX_FORGOTTEN);
     }
 }
