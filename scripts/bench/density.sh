@@ -264,7 +264,8 @@ level() {
   # the API server's client: the stage's CA signed that certificate.
   curl -fsSk --cert "$WORK/pki/kubelet-client.crt" --key "$WORK/pki/kubelet-client.key" \
     "https://127.0.0.1:$KUBELET_PORT/metrics" >"$WORK/kubelet-metrics.txt"
-  "$PY" "$repo/scripts/bench/node_cost.py" sli "$RESULTS" "$rt" "$label" "$WORK/kubelet-metrics.txt"
+  "$PY" "$repo/scripts/bench/node_cost.py" sli "$RESULTS" "$rt" "$label" "$WORK/kubelet-metrics.txt" \
+    "$WORK/logs/kubelet.log"
 
   if ((idle > 0)); then
     log "$rt: $pods pods idle for $idle s (after 30 s to settle)"

@@ -2,13 +2,20 @@
 """What a full node costs: kubelet's pod-start SLI, and the idle CPU and
 memory of the runtime's processes.
 
-    node_cost.py sli OUT RUNTIME LABEL METRICS_FILE
+    node_cost.py sli OUT RUNTIME LABEL METRICS_FILE [KUBELET_LOG]
     node_cost.py idle OUT RUNTIME LABEL SECONDS KUBELET_PID DAEMON_PID 'PIDFILE_GLOB' [...]
 
 `sli` reads kubelet's /metrics text and records the p50 and p99 of
 kubelet_pod_start_sli_duration_seconds (pod creation to its containers
 running, image pulls left out: the Kubernetes pod-startup SLI),
 interpolated within its bucket as Prometheus' histogram_quantile does (ms).
+Its buckets are coarse (nothing between 10 and 20 s), so with KUBELET_LOG it
+also records the p50 and p99 (nearest rank) of the exact per-pod values
+kubelet observes into that histogram (its "Observed pod startup duration"
+lines, podStartSLOduration), and where kubelet's own time goes: the mean
+wait from a pod's status change to its write to the API server
+(kubelet_pod_status_sync_duration_seconds) with the number of such
+writes, and the mean PLEG relist (kubelet_pleg_relist_duration_seconds).
 
 `idle` sums the CPU time (user + system) that the runtime's processes use in
 SECONDS of wall time: the daemon, its per-pod helpers (found through pid
@@ -22,6 +29,7 @@ PSS LABEL` (MiB), `idle/runtime processes LABEL` (count).
 """
 
 import json
+import math
 import os
 import re
 import sys
@@ -57,8 +65,47 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
     return None
 
 
-def sli(out, runtime, label, path) -> int:
+def nearest_rank(q: float, values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def summary(text: str, name: str) -> tuple[float, float] | None:
+    """(sum, count) of an unlabelled histogram or summary."""
+    total = re.search(rf"^{name}_sum (\S+)$", text, re.M)
+    count = re.search(rf"^{name}_count (\S+)$", text, re.M)
+    if not total or not count:
+        return None
+    return float(total.group(1)), float(count.group(1))
+
+
+def kubelet_side(out, runtime, label, text, log) -> None:
+    values = []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if "Observed pod startup duration" in line:
+                m = re.search(r"podStartSLOduration=([0-9.e+-]+)", line)
+                if m:
+                    values.append(float(m.group(1)))
+    if values:
+        for q, tag in ((0.5, "p50"), (0.99, "p99")):
+            record(out, runtime, f"kubelet/pod start SLI per pod {tag} {label}", "ms",
+                   nearest_rank(q, values) * 1000.0)
+    syncs = summary(text, "kubelet_pod_status_sync_duration_seconds")
+    if syncs and syncs[1]:
+        record(out, runtime, f"kubelet/status write wait (mean) {label}", "ms",
+               syncs[0] / syncs[1] * 1000.0)
+        record(out, runtime, f"kubelet/status writes (count) {label}", "count", syncs[1])
+    relist = summary(text, "kubelet_pleg_relist_duration_seconds")
+    if relist and relist[1]:
+        record(out, runtime, f"kubelet/PLEG relist (mean) {label}", "ms",
+               relist[0] / relist[1] * 1000.0)
+
+
+def sli(out, runtime, label, path, log=None) -> int:
     text = open(path, encoding="utf-8").read()
+    if log:
+        kubelet_side(out, runtime, label, text, log)
     for name, short in (("kubelet_pod_start_sli_duration_seconds", "pod start SLI"),):
         buckets = []
         for m in re.finditer(rf'^{name}_bucket{{[^}}]*le="([^"]+)"[^}}]*}} (\S+)$', text, re.M):
@@ -122,7 +169,7 @@ def idle(out, runtime, label, seconds, kubelet, daemon, globs) -> int:
 
 def main() -> int:
     args = sys.argv[1:]
-    if len(args) == 5 and args[0] == "sli":
+    if len(args) in (5, 6) and args[0] == "sli":
         return sli(*args[1:])
     if len(args) >= 8 and args[0] == "idle":
         out, runtime, label, seconds, kubelet, daemon = args[1:7]

@@ -68,7 +68,8 @@ TARGETS = [
      "mean", 0.5),
     ("per-pod helper PSS (50 pods)", "memory/helper PSS per pod 50 pods", "mean", 0.25),
     ("daemon RSS with 50 pods", "memory/daemon RSS 50 pods", "mean", 0.5),
-    ("kubelet pod-start SLI p99, 110 pods", "kubelet/pod start SLI p99 110 pods", "mean", 0.5),
+    ("kubelet pod-start SLI p99, 110 pods (per pod)", "kubelet/pod start SLI per pod p99 110 pods", "mean",
+     0.5),
     ("idle CPU of the runtime's processes, 110 pods", "idle/runtime CPU s 110 pods", "mean", 0.25),
     ("memory (PSS) of the runtime's processes, 110 pods idle", "idle/runtime PSS 110 pods", "mean", 0.5),
 ]
