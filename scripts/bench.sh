@@ -180,6 +180,8 @@ source "$repo/scripts/lib/process.sh"
 source "$repo/scripts/lib/cni.sh"
 # shellcheck source=lib/berthd-config.sh
 source "$repo/scripts/lib/berthd-config.sh"
+# shellcheck source=lib/settle.sh
+source "$repo/scripts/lib/settle.sh"
 
 # ---------------------------------------------------------------- dependencies
 
@@ -356,26 +358,8 @@ pod_args() {
   [[ "$2" != bg ]] || echo --cgroup-root "$CGROUP_ROOT/$1"
 }
 
-# settle: flushes the disk and waits until the machine is quiet (at least
-# 90% idle over two one-second samples in a row; BENCH_SETTLE_SECONDS, 120
-# s by default, at most), so that what a burst of pod starts or removals
-# left to the kernel and the disk (writeback, snapshot deletion, network
-# namespace teardown) does not load the measurement that follows it.
+# settle (scripts/lib/settle.sh) waits at most this long for a quiet machine.
 SETTLE_SECONDS="${BENCH_SETTLE_SECONDS:-120}"
-settle() {
-  sync
-  local quiet=0 i idle=100
-  for ((i = 0; i < SETTLE_SECONDS && quiet < 2; i++)); do
-    idle="$( (
-      head -n 1 /proc/stat
-      sleep 1
-      head -n 1 /proc/stat
-    ) | awk '{ t = 0; for (f = 2; f <= 9; f++) t += $f; idle[NR] = $5 + $6; total[NR] = t }
-          END { printf "%d", 100 * (idle[2] - idle[1]) / (total[2] - total[1]) }')"
-    if ((idle >= 90)); then quiet=$((quiet + 1)); else quiet=0; fi
-  done
-  ((quiet >= 2)) || log "warning: the machine did not settle (last second ${idle}% idle)"
-}
 
 # order REP: the runtimes in the order repetition REP runs them.
 order() {

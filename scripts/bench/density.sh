@@ -29,6 +29,8 @@
 # idle, then 250; --quick: 20 pods with 60 s idle. BENCH_DENSITY_PODS
 # ("110 250") and BENCH_DENSITY_IDLE (300) override them,
 # BENCH_DENSITY_RUNTIMES ("berth containerd") picks the runtimes,
+# BENCH_SETTLE_SECONDS (120) caps the wait for a quiet machine before each
+# level's pods are created (scripts/lib/settle.sh),
 # BENCH_DENSITY_BIN a directory with berthd, berth-shim and berth-pinns to
 # run instead of the release build (a check of the script, not a number for
 # the tables), BERTHD_LOG_LEVEL berthd's log filter (info). --keep keeps
@@ -66,6 +68,7 @@ else
   IDLE="${BENCH_DENSITY_IDLE:-300}"
 fi
 RUNTIMES="${BENCH_DENSITY_RUNTIMES:-berth containerd}"
+SETTLE_SECONDS="${BENCH_SETTLE_SECONDS:-120}"
 
 ETCD_PORT="${BERTH_K8S_ETCD_PORT:-23790}"
 ETCD_PEER_PORT="${BERTH_K8S_ETCD_PEER_PORT:-23800}"
@@ -96,6 +99,8 @@ source "$repo/scripts/lib/cni.sh"
 source "$repo/scripts/lib/berthd-config.sh"
 # shellcheck source=../lib/mounts.sh
 source "$repo/scripts/lib/mounts.sh"
+# shellcheck source=../lib/settle.sh
+source "$repo/scripts/lib/settle.sh"
 # shellcheck source=../k8s/lib/host.sh
 source "$K8S_LIB/host.sh"
 # shellcheck source=../k8s/lib/cluster.sh
@@ -248,6 +253,9 @@ level() {
   fi
   RUNTIME_ENDPOINT="unix://$endpoint" KUBELET_MAX_PODS="$(((pods > 110) ? pods : 110))" start_kubelet
   pods_yaml "$pods" >"$WORK/pods.yaml"
+  # The previous level's teardown (its pods' network namespaces, writeback)
+  # must not load this one's starts.
+  settle
 
   log "$rt: creating $pods pods at once"
   "$PY" "$repo/scripts/bench/pod_start.py" "$RESULTS" "$rt" "$label" "$pods" "$RUNNING_TIMEOUT" \
