@@ -358,9 +358,6 @@ pod_args() {
   [[ "$2" != bg ]] || echo --cgroup-root "$CGROUP_ROOT/$1"
 }
 
-# settle (scripts/lib/settle.sh) waits at most this long for a quiet machine.
-SETTLE_SECONDS="${BENCH_SETTLE_SECONDS:-120}"
-
 # order REP: the runtimes in the order repetition REP runs them.
 order() {
   local rt

@@ -10,9 +10,9 @@ kubelet_pod_start_sli_duration_seconds (pod creation to its containers
 running, image pulls left out: the Kubernetes pod-startup SLI),
 interpolated within its bucket as Prometheus' histogram_quantile does (ms).
 Its buckets are coarse (nothing between 10 and 20 s), so with KUBELET_LOG it
-also records the p50 and p99 (nearest rank) of the exact per-pod values
-kubelet observes into that histogram (its "Observed pod startup duration"
-lines, podStartSLOduration), and where kubelet's own time goes: the mean
+also records the exact per-pod values kubelet observes into that histogram
+(its "Observed pod startup duration" lines, podStartSLOduration), one
+sample per pod, whose p50 and p99 the report takes; and where kubelet's own time goes: the mean
 wait from a pod's status change to its write to the API server
 (kubelet_pod_status_sync_duration_seconds) with the number of such
 writes, and the mean PLEG relist (kubelet_pleg_relist_duration_seconds).
@@ -29,7 +29,6 @@ PSS LABEL` (MiB), `idle/runtime processes LABEL` (count).
 """
 
 import json
-import math
 import os
 import re
 import sys
@@ -42,9 +41,13 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def record(out, runtime, metric, unit, value):
+    record_samples(out, runtime, metric, unit, [value])
+
+
+def record_samples(out, runtime, metric, unit, samples):
     with open(out, "a", encoding="utf-8") as f:
         f.write(json.dumps({"runtime": runtime, "metric": metric, "unit": unit,
-                            "samples": [value]}) + "\n")
+                            "samples": samples}) + "\n")
 
 
 def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
@@ -65,11 +68,6 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
     return None
 
 
-def nearest_rank(q: float, values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def summary(text: str, name: str) -> tuple[float, float] | None:
     """(sum, count) of an unlabelled histogram or summary."""
     total = re.search(rf"^{name}_sum (\S+)$", text, re.M)
@@ -88,9 +86,9 @@ def kubelet_side(out, runtime, label, text, log) -> None:
                 if m:
                     values.append(float(m.group(1)))
     if values:
-        for q, tag in ((0.5, "p50"), (0.99, "p99")):
-            record(out, runtime, f"kubelet/pod start SLI per pod {tag} {label}", "ms",
-                   nearest_rank(q, values) * 1000.0)
+        # One sample per pod: the report takes their p50 and p99.
+        record_samples(out, runtime, f"kubelet/pod start SLI per pod {label}", "ms",
+                       [v * 1000.0 for v in values])
     syncs = summary(text, "kubelet_pod_status_sync_duration_seconds")
     if syncs and syncs[1]:
         record(out, runtime, f"kubelet/status write wait (mean) {label}", "ms",

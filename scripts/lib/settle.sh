@@ -1,13 +1,13 @@
 # shellcheck shell=bash
 # settle: flushes the disk and waits until the machine is quiet (at least
-# 90% idle over two one-second samples in a row; SETTLE_SECONDS, 120 s by
-# default, at most), so that what a burst of pod starts or removals left to
-# the kernel and the disk (writeback, snapshot deletion, network namespace
-# teardown) does not load the measurement that follows it. Logs through the
-# caller's `log`.
+# 90% idle over two one-second samples in a row; BENCH_SETTLE_SECONDS,
+# 120 s by default, at most), so that what a burst of pod starts or
+# removals left to the kernel and the disk (writeback, snapshot deletion,
+# network namespace teardown) does not load the measurement that follows
+# it. Logs through the caller's `log`.
 settle() {
   sync
-  local quiet=0 i idle=100 limit="${SETTLE_SECONDS:-120}"
+  local quiet=0 i idle=100 limit="${BENCH_SETTLE_SECONDS:-120}"
   for ((i = 0; i < limit && quiet < 2; i++)); do
     idle="$( (
       head -n 1 /proc/stat
