@@ -42,6 +42,12 @@
 #      BERTH_VM_NODE_CONFORMANCE_RUNTIME=containerd runs them against
 #      containerd + runc (the pinned baseline) instead of berth;
 #
+#   5b. with BERTH_VM_EXEC_TIMING=1 (off by default): exec timings
+#      (scripts/vm/in-guest/exec-timing.sh): `crictl exec` into a busybox
+#      container of berth, of berth's handler runc and of containerd, quiet
+#      and loaded, for telling an exec-bounded spec's failure berth's from
+#      the emulation's;
+#
 #   6. with BERTH_VM_KUBEADM=1 (off by default, also in --full: it is the
 #      slowest part, see docs/testing.md "The kubeadm node"): a kubeadm node
 #      (scripts/vm/in-guest/kubeadm.sh): `kubeadm init` with berth's socket,
@@ -137,9 +143,10 @@ trap cleanup_share EXIT
 kubeadm="${BERTH_VM_KUBEADM:-0}"
 service_check="${BERTH_VM_SERVICE_CHECK:-1}"
 k8s_args=()
+exec_timing="${BERTH_VM_EXEC_TIMING:-0}"
 # The service check runs kubelet too.
 if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ||
-  "$node_conformance" != none ]]; then
+  "$node_conformance" != none || "$exec_timing" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
   k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
   if [[ "$node_conformance" != none ]]; then
@@ -148,6 +155,14 @@ if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ||
       { log "install-node-e2e.sh installs elsewhere than install.sh"; exit 1; }
     k8s_args+=(--node-e2e)
     if [[ "$nc_runtime" == containerd ]]; then k8s_args+=(--containerd); fi
+  fi
+  # The exec timings run the suite's busybox and compare with containerd.
+  if [[ "$exec_timing" != 0 ]]; then
+    [[ "$node_conformance" != none ]] ||
+      [[ "$(nice -n 10 bash scripts/k8s/install-node-e2e.sh)" == "$k8s_bin" ]] ||
+      { log "install-node-e2e.sh installs elsewhere than install.sh"; exit 1; }
+    [[ " ${k8s_args[*]} " == *" --node-e2e "* ]] || k8s_args+=(--node-e2e)
+    [[ " ${k8s_args[*]} " == *" --containerd "* ]] || k8s_args+=(--containerd)
   fi
   if [[ "$kubeadm" != 0 ]]; then
     log "kubeadm, kube-controller-manager and kube-scheduler (built when missing)"
@@ -245,6 +260,10 @@ if [[ "$handler_focus" != none ]]; then
   log "critest under handler $handler_name in $((SECONDS - handler_start)) s"
 fi
 
+if [[ "$exec_timing" != 0 ]]; then
+  log "exec timings: berth, berth's handler runc and containerd"
+  vm_run bash /mnt/share/scripts/vm/in-guest/exec-timing.sh /mnt/share/bin /mnt/share/containerd || status=1
+fi
 if [[ "$k8s_focus" != none ]]; then
   log "Kubernetes in the guest (${k8s_focus:0:60})"
   k8s_focus_env=""
