@@ -406,6 +406,8 @@ pub async fn run(
             })),
     );
     let service = CriService::new(context);
+    // Detached too: it follows the sampler's passes.
+    drop(service.keep_metrics_warm());
     if let Some(exits) = exits {
         service.start_events(exits).await;
     }

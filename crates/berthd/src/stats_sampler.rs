@@ -110,6 +110,9 @@ pub struct StatsSampler {
     /// call's: a container's first pass has its rate from a call that read
     /// it before, and after that the passes follow each other.
     cpu: CpuSamples,
+    /// The number of the pass that ended last, for work that follows a
+    /// pass ([`Self::passes`]).
+    ended: tokio::sync::watch::Sender<u64>,
 }
 
 impl StatsSampler {
@@ -119,7 +122,13 @@ impl StatsSampler {
             period: (!period.is_zero()).then_some(period),
             samples: RwLock::default(),
             cpu: CpuSamples::default(),
+            ended: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Changes to the number of each pass as it ends.
+    pub fn passes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended.subscribe()
     }
 
     /// The cpu rate of `id` from `reading` and its reading before; keeps
@@ -248,16 +257,21 @@ impl StatsSampler {
                 )
             })
             .collect();
-        let mut samples = self
-            .samples
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *samples = Samples {
-            pass: samples.pass.wrapping_add(1),
-            started_at,
-            containers,
-            pods,
+        let pass = {
+            let mut samples = self
+                .samples
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let pass = samples.pass.wrapping_add(1);
+            *samples = Samples {
+                pass,
+                started_at,
+                containers,
+                pods,
+            };
+            pass
         };
+        self.ended.send_replace(pass);
     }
 
     /// The number of the last pass, if it is fresh at `now` and has a

@@ -29,20 +29,54 @@ impl CriService {
         })
     }
 
-    /// Every pod's metrics, encoded: the answer kept from a call before
-    /// when the sampler's last pass covers every pod and container and it
-    /// was built from that pass, else built now (and kept when the pass
-    /// covered it).
+    /// Every pod's metrics, encoded, for a call: see
+    /// [`Self::current_pod_metrics`]. Noted as asked, so that the answer is
+    /// built after each sampler pass for a while ([`Self::keep_metrics_warm`]).
     pub(super) async fn encoded_pod_metrics(&self) -> Bytes {
+        self.kept_metrics.asked(now_nanos());
+        self.current_pod_metrics().await
+    }
+
+    /// Every pod's metrics, encoded: the answer kept from before when the
+    /// sampler's last pass covers every pod and container and it was built
+    /// from that pass, else built now (and kept when the pass covered it).
+    /// One build at a time: a call that finds none kept while another is
+    /// being built takes the pass before's answer when it has the same pods
+    /// and containers (values one period older, as a call just before the
+    /// pass got), else waits for that build and takes it if it is for its
+    /// pass.
+    async fn current_pod_metrics(&self) -> Bytes {
         let context = self.context();
         let containers = context.containers.store.published_all();
         let records = context.sandboxes.store.published_all();
-        let now = now_nanos();
-        let key = self.metrics_key(&records, &containers, now);
-        if let Some(answer) = key.as_ref().and_then(|key| self.kept_metrics.get(key, now)) {
+        let key = self.metrics_key(&records, &containers, now_nanos());
+        if let Some(answer) = key
+            .as_ref()
+            .and_then(|key| self.kept_metrics.get(key, now_nanos()))
+        {
             return answer;
         }
-        let answer = self.build_pod_metrics(records, &containers, now).await;
+        let _building = match self.kept_metrics.try_building() {
+            Some(building) => building,
+            None => {
+                if let Some(answer) = key
+                    .as_ref()
+                    .and_then(|key| self.kept_metrics.get_previous(key, now_nanos()))
+                {
+                    return answer;
+                }
+                self.kept_metrics.building().await
+            }
+        };
+        if let Some(answer) = key
+            .as_ref()
+            .and_then(|key| self.kept_metrics.get(key, now_nanos()))
+        {
+            return answer;
+        }
+        let answer = self
+            .build_pod_metrics(records, &containers, now_nanos())
+            .await;
         // Kept only if no pass ended while it was built: then every value
         // in it is the key's pass's.
         let key = key.filter(|key| {
@@ -54,6 +88,30 @@ impl CriService {
             pass == Some(key.pass)
         });
         self.kept_metrics.put(key, &answer)
+    }
+
+    /// Builds the answer after each sampler pass while calls ask for it
+    /// (one within the last two minutes), so that a call finds it kept
+    /// instead of building 2 MB at 250 pods while kubelet waits. Runs for
+    /// as long as berthd does.
+    pub fn keep_metrics_warm(&self) -> tokio::task::JoinHandle<()> {
+        let mut passes = self.context().stats.passes();
+        let service = self.clone();
+        tokio::spawn(async move {
+            while passes.changed().await.is_ok() {
+                service.warm_after_pass().await;
+            }
+        })
+    }
+
+    /// After a pass: builds and keeps the answer if calls ask for it.
+    /// Returns whether it did.
+    async fn warm_after_pass(&self) -> bool {
+        if !self.kept_metrics.asked_lately(now_nanos()) {
+            return false;
+        }
+        drop(self.current_pod_metrics().await);
+        true
     }
 
     /// Every pod's metrics, built now.
@@ -213,5 +271,106 @@ mod tests {
             .kept_metrics
             .get(&key(1, &[&app]), now_nanos())
             .is_none());
+    }
+
+    #[tokio::test]
+    async fn after_a_pass_the_answer_is_built_only_while_calls_ask_for_it() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
+        let svc = sampled_service(&f, sampler.clone());
+        let source = HostUsage {
+            containers: f.manager.clone(),
+        };
+        let key = |pass| Key {
+            pass,
+            pods: vec![pod.clone()],
+            containers: vec![app.clone()],
+        };
+
+        sampler.sample(&source).await;
+        assert!(!svc.warm_after_pass().await, "no call asked yet");
+        assert!(svc.kept_metrics.get(&key(1), now_nanos()).is_none());
+
+        answer_of(&svc).await;
+        sampler.sample(&source).await;
+        assert!(svc.warm_after_pass().await, "a call asked");
+        assert!(
+            svc.kept_metrics.get(&key(2), now_nanos()).is_some(),
+            "built for the new pass before any call"
+        );
+
+        // The last call too long ago: the passes stop building it.
+        svc.kept_metrics
+            .asked(now_nanos() - super::super::metrics_cache::WARM_FOR_NANOS - 1);
+        sampler.sample(&source).await;
+        assert!(!svc.warm_after_pass().await);
+        assert!(svc.kept_metrics.get(&key(3), now_nanos()).is_none());
+    }
+
+    #[tokio::test]
+    async fn while_a_passs_answer_is_built_a_call_takes_the_pass_befores() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
+        let svc = sampled_service(&f, sampler.clone());
+        let source = HostUsage {
+            containers: f.manager.clone(),
+        };
+        sampler.sample(&source).await;
+        answer_of(&svc).await;
+        sampler.sample(&source).await;
+
+        let building = svc.kept_metrics.building().await;
+        let answer = tokio::time::timeout(Duration::from_secs(30), answer_of(&svc))
+            .await
+            .expect("answered without waiting for the build");
+        assert_eq!(containers_of(&answer), vec![app.clone()]);
+        drop(building);
+
+        // A container came: the pass before's answer lacks it, so the call
+        // waits for the build under way and then builds its own.
+        let newer = f.create_ok(&pod, container("newer")).await;
+        let building = svc.kept_metrics.building().await;
+        let (answer, ()) = tokio::join!(answer_of(&svc), async {
+            tokio::task::yield_now().await;
+            drop(building);
+        });
+        let mut both = [app.clone(), newer.clone()];
+        both.sort();
+        assert_eq!(containers_of(&answer), both);
+    }
+
+    #[tokio::test]
+    async fn the_warming_task_follows_the_samplers_passes() {
+        let f = fixture().await;
+        let pod = f.pod("web", "").await;
+        let app = f.create_ok(&pod, container("app")).await;
+        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
+        let svc = sampled_service(&f, sampler.clone());
+        let source = HostUsage {
+            containers: f.manager.clone(),
+        };
+        let warming = svc.keep_metrics_warm();
+        sampler.sample(&source).await;
+        answer_of(&svc).await;
+        sampler.sample(&source).await;
+        let key = Key {
+            pass: 2,
+            pods: vec![pod.clone()],
+            containers: vec![app.clone()],
+        };
+        let mut kept = false;
+        for _ in 0..1000 {
+            if svc.kept_metrics.get(&key, now_nanos()).is_some() {
+                kept = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        warming.abort();
+        assert!(kept, "the pass's answer was built without a call");
     }
 }

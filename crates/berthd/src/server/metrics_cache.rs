@@ -8,6 +8,7 @@
 //! where each last-seen time sits in them, and a call copies them and
 //! writes its own time there.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cri_api::v1::{ContainerMetrics, Metric, PodSandboxMetrics};
@@ -48,19 +49,66 @@ struct Kept {
     spots: Arc<[Spot]>,
 }
 
+/// How long after a call the answer is built after each pass, before any
+/// call asks (`super::list_pod_sandbox_metrics`): a scrape of kubelet's
+/// `/metrics/cadvisor` every minute, Prometheus' default, finds it built.
+pub(super) const WARM_FOR_NANOS: i64 = 120 * 1_000_000_000;
+
 #[derive(Default)]
 pub(super) struct MetricsCache {
     last: Mutex<Option<(Key, Kept)>>,
+    /// When a call last asked for the answer (nanoseconds since the
+    /// epoch; 0: never).
+    asked_at: AtomicI64,
+    /// Held while an answer is built: calls that find none kept wait for
+    /// the one being built rather than each building the same 2 MB.
+    building: tokio::sync::Mutex<()>,
 }
 
 impl MetricsCache {
+    /// Notes a call's ask at `now`.
+    pub fn asked(&self, now: i64) {
+        self.asked_at.store(now, Ordering::Relaxed);
+    }
+
+    /// Whether a call asked within [`WARM_FOR_NANOS`] before `now`.
+    pub fn asked_lately(&self, now: i64) -> bool {
+        let at = self.asked_at.load(Ordering::Relaxed);
+        at != 0 && now.saturating_sub(at) <= WARM_FOR_NANOS
+    }
+
+    /// Taken while building an answer to keep.
+    pub async fn building(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.building.lock().await
+    }
+
+    /// Taken while building an answer to keep, if no build is under way.
+    pub fn try_building(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        self.building.try_lock().ok()
+    }
+
     /// The answer kept for `key`, encoded, each container's last-seen time
     /// set to `now` (nanoseconds since the epoch), as a fresh one has it.
     pub fn get(&self, key: &Key, now: i64) -> Option<Bytes> {
+        self.get_if(now, |kept| kept == key)
+    }
+
+    /// The answer kept for the pass before `key`'s, with the same pods and
+    /// containers, as [`Self::get`] gives it: what a call takes while the
+    /// answer of `key`'s pass is being built.
+    pub fn get_previous(&self, key: &Key, now: i64) -> Option<Bytes> {
+        self.get_if(now, |kept| {
+            kept.pass.wrapping_add(1) == key.pass
+                && kept.pods == key.pods
+                && kept.containers == key.containers
+        })
+    }
+
+    fn get_if(&self, now: i64, wanted: impl FnOnce(&Key) -> bool) -> Option<Bytes> {
         let (bytes, spots) = {
             let last = self.lock();
             let (kept_key, kept) = last.as_ref()?;
-            (kept_key == key).then(|| (kept.bytes.clone(), kept.spots.clone()))?
+            wanted(kept_key).then(|| (kept.bytes.clone(), kept.spots.clone()))?
         };
         let nanos = fixed_varint::<NANOS_WIDTH>(u64::try_from(now).ok()?)?;
         let seconds = fixed_varint::<SECONDS_WIDTH>(u64::try_from(now).ok()? / NANOS)?;
@@ -278,6 +326,30 @@ mod tests {
             "a container came"
         );
         assert_eq!(cache.get(&key(1, &[]), AT), None, "a container went");
+    }
+
+    #[test]
+    fn the_pass_befores_answer_is_given_only_with_the_same_ids() {
+        let cache = MetricsCache::default();
+        cache.put(Some(key(1, &["app"])), &answer(AT)[..1]);
+        let later = AT + 10_000_000_000;
+        let given = cache.get_previous(&key(2, &["app"]), later).expect("kept");
+        assert_eq!(decode(given), answer(later)[..1]);
+        assert_eq!(
+            cache.get_previous(&key(1, &["app"]), AT),
+            None,
+            "its own pass"
+        );
+        assert_eq!(
+            cache.get_previous(&key(3, &["app"]), AT),
+            None,
+            "two passes on"
+        );
+        assert_eq!(
+            cache.get_previous(&key(2, &["app", "new"]), AT),
+            None,
+            "a container came"
+        );
     }
 
     #[test]
