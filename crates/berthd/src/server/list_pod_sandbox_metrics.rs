@@ -202,7 +202,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::container::lifecycle_tests::{container, fixture};
+    use crate::container::lifecycle_tests::{container, fixture, Fixture};
     use crate::server::fake_service::sampled_service;
     use crate::stats_sampler::{HostUsage, StatsSampler};
 
@@ -224,8 +224,18 @@ mod tests {
             .pod_metrics
     }
 
-    #[tokio::test]
-    async fn the_answer_is_kept_for_its_pass_and_built_again_when_ids_or_the_pass_change() {
+    /// A pod with one container, app, and a service on a sampler that
+    /// passes only when a test says so.
+    struct Sampled {
+        f: Fixture,
+        pod: String,
+        app: String,
+        sampler: Arc<StatsSampler>,
+        svc: CriService,
+        source: HostUsage,
+    }
+
+    async fn sampled() -> Sampled {
         let f = fixture().await;
         let pod = f.pod("web", "").await;
         let app = f.create_ok(&pod, container("app")).await;
@@ -234,6 +244,26 @@ mod tests {
         let source = HostUsage {
             containers: f.manager.clone(),
         };
+        Sampled {
+            f,
+            pod,
+            app,
+            sampler,
+            svc,
+            source,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_answer_is_kept_for_its_pass_and_built_again_when_ids_or_the_pass_change() {
+        let Sampled {
+            f,
+            pod,
+            app,
+            sampler,
+            svc,
+            source,
+        } = sampled().await;
         sampler.sample(&source).await;
 
         let first = answer_of(&svc).await;
@@ -275,14 +305,14 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_pass_the_answer_is_built_only_while_calls_ask_for_it() {
-        let f = fixture().await;
-        let pod = f.pod("web", "").await;
-        let app = f.create_ok(&pod, container("app")).await;
-        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
-        let svc = sampled_service(&f, sampler.clone());
-        let source = HostUsage {
-            containers: f.manager.clone(),
-        };
+        let Sampled {
+            f: _f,
+            pod,
+            app,
+            sampler,
+            svc,
+            source,
+        } = sampled().await;
         let key = |pass| Key {
             pass,
             pods: vec![pod.clone()],
@@ -311,14 +341,14 @@ mod tests {
 
     #[tokio::test]
     async fn while_a_passs_answer_is_built_a_call_takes_the_pass_befores() {
-        let f = fixture().await;
-        let pod = f.pod("web", "").await;
-        let app = f.create_ok(&pod, container("app")).await;
-        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
-        let svc = sampled_service(&f, sampler.clone());
-        let source = HostUsage {
-            containers: f.manager.clone(),
-        };
+        let Sampled {
+            f,
+            pod,
+            app,
+            sampler,
+            svc,
+            source,
+        } = sampled().await;
         sampler.sample(&source).await;
         answer_of(&svc).await;
         sampler.sample(&source).await;
@@ -345,14 +375,14 @@ mod tests {
 
     #[tokio::test]
     async fn the_warming_task_follows_the_samplers_passes() {
-        let f = fixture().await;
-        let pod = f.pod("web", "").await;
-        let app = f.create_ok(&pod, container("app")).await;
-        let sampler = Arc::new(StatsSampler::new(Duration::from_secs(10)));
-        let svc = sampled_service(&f, sampler.clone());
-        let source = HostUsage {
-            containers: f.manager.clone(),
-        };
+        let Sampled {
+            f: _f,
+            pod,
+            app,
+            sampler,
+            svc,
+            source,
+        } = sampled().await;
         let warming = svc.keep_metrics_warm();
         sampler.sample(&source).await;
         answer_of(&svc).await;
