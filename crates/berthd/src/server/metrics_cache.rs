@@ -60,8 +60,8 @@ pub(super) struct MetricsCache {
     /// When a call last asked for the answer (nanoseconds since the
     /// epoch; 0: never).
     asked_at: AtomicI64,
-    /// Held while an answer is built: calls that find none kept wait for
-    /// the one being built rather than each building the same 2 MB.
+    /// Held while an answer is built: a call that finds none kept does not
+    /// build the same 2 MB beside it (`super::list_pod_sandbox_metrics`).
     building: tokio::sync::Mutex<()>,
 }
 
