@@ -71,11 +71,13 @@ mod tests {
     async fn finds_a_process_by_its_arguments_and_kills_it() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("marker");
+        nix::unistd::mkfifo(&marker, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         // A process named berth-test-proc with `--dir <marker>` among its
-        // arguments ("; true" keeps bash from exec'ing sleep in its place).
+        // arguments. It waits in bash's own `read` on the fifo: a forked
+        // sleep would match too until it exec'd, and be found beside it.
         let mut child = std::process::Command::new("bash")
             .arg("-c")
-            .arg("exec -a berth-test-proc bash -c 'sleep 30; true' --dir \"$0\"")
+            .arg("exec -a berth-test-proc bash -c 'read -t 30 <> \"$1\"' --dir \"$0\"")
             .arg(&marker)
             .spawn()
             .unwrap();
