@@ -12,9 +12,9 @@ interpolated within its bucket as Prometheus' histogram_quantile does (ms).
 Its buckets are coarse (nothing between 10 and 20 s), so with KUBELET_LOG it
 also records the exact per-pod values kubelet observes into that histogram
 (its "Observed pod startup duration" lines, podStartSLOduration), one
-sample per pod, whose p50 and p99 the report takes; and where kubelet's own time goes: the mean
-wait from a pod's status change to its write to the API server
-(kubelet_pod_status_sync_duration_seconds) with the number of such
+sample per pod, whose p50 and p99 the report takes; and where kubelet's own
+time goes: the mean wait from a pod's status change to its write to the API
+server (kubelet_pod_status_sync_duration_seconds) with the number of such
 writes, and the mean PLEG relist (kubelet_pleg_relist_duration_seconds).
 
 `idle` sums the CPU time (user + system) that the runtime's processes use in

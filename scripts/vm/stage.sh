@@ -149,20 +149,16 @@ if [[ "$k8s_focus" != none || "$kubeadm" != 0 || "$service_check" != 0 ||
   "$node_conformance" != none || "$exec_timing" != 0 ]]; then
   log "the Kubernetes binaries (built when missing)"
   k8s_bin="$(nice -n 10 bash scripts/k8s/install.sh)"
-  if [[ "$node_conformance" != none ]]; then
+  # The exec timings run the suite's busybox and compare with containerd.
+  if [[ "$node_conformance" != none || "$exec_timing" != 0 ]]; then
     log "the node e2e suite (built when missing)"
     [[ "$(nice -n 10 bash scripts/k8s/install-node-e2e.sh)" == "$k8s_bin" ]] ||
       { log "install-node-e2e.sh installs elsewhere than install.sh"; exit 1; }
     k8s_args+=(--node-e2e)
-    if [[ "$nc_runtime" == containerd ]]; then k8s_args+=(--containerd); fi
   fi
-  # The exec timings run the suite's busybox and compare with containerd.
-  if [[ "$exec_timing" != 0 ]]; then
-    [[ "$node_conformance" != none ]] ||
-      [[ "$(nice -n 10 bash scripts/k8s/install-node-e2e.sh)" == "$k8s_bin" ]] ||
-      { log "install-node-e2e.sh installs elsewhere than install.sh"; exit 1; }
-    [[ " ${k8s_args[*]} " == *" --node-e2e "* ]] || k8s_args+=(--node-e2e)
-    [[ " ${k8s_args[*]} " == *" --containerd "* ]] || k8s_args+=(--containerd)
+  if [[ ("$node_conformance" != none && "$nc_runtime" == containerd) ||
+    "$exec_timing" != 0 ]]; then
+    k8s_args+=(--containerd)
   fi
   if [[ "$kubeadm" != 0 ]]; then
     log "kubeadm, kube-controller-manager and kube-scheduler (built when missing)"

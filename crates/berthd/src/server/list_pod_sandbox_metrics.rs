@@ -50,10 +50,11 @@ impl CriService {
         let containers = context.containers.store.published_all();
         let records = context.sandboxes.store.published_all();
         let key = self.metrics_key(&records, &containers, now_nanos());
-        if let Some(answer) = key
-            .as_ref()
-            .and_then(|key| self.kept_metrics.get(key, now_nanos()))
-        {
+        let kept = || {
+            key.as_ref()
+                .and_then(|key| self.kept_metrics.get(key, now_nanos()))
+        };
+        if let Some(answer) = kept() {
             return answer;
         }
         let _building = match self.kept_metrics.try_building() {
@@ -68,10 +69,7 @@ impl CriService {
                 self.kept_metrics.building().await
             }
         };
-        if let Some(answer) = key
-            .as_ref()
-            .and_then(|key| self.kept_metrics.get(key, now_nanos()))
-        {
+        if let Some(answer) = kept() {
             return answer;
         }
         let answer = self
