@@ -215,14 +215,26 @@ fn home_of(dir: &Path, init: &[(String, String)]) -> Option<PathBuf> {
 /// whichever the directory has. Freezing is asynchronous in both: it waits
 /// until the kernel reports the cgroup frozen (v1 FROZEN, v2 `frozen 1`).
 fn freeze(dirs: &[&Path], frozen: bool) {
-    for dir in dirs {
-        let v1 = dir.join("freezer.state");
-        if v1.exists() {
-            let _ = std::fs::write(&v1, if frozen { "FROZEN" } else { "THAWED" });
+    // One freezer only: the v1 freezer's where the host mounts one (as
+    // runc's v1 manager), else v2's. In the hybrid layout the unified
+    // hierarchy has `cgroup.freeze` too, but a task the v1 freezer holds
+    // never reaches the point where v2 freezes it: `frozen 1` never came,
+    // and every kill-all waited out the settle (a second per stop).
+    let v1: Vec<PathBuf> = dirs
+        .iter()
+        .map(|dir| dir.join("freezer.state"))
+        .filter(|state| state.exists())
+        .collect();
+    if !v1.is_empty() {
+        for state in &v1 {
+            let _ = std::fs::write(state, if frozen { "FROZEN" } else { "THAWED" });
             if frozen {
-                settle(|| std::fs::read_to_string(&v1).is_ok_and(|s| s.trim() != "FREEZING"));
+                settle(|| std::fs::read_to_string(state).is_ok_and(|s| s.trim() != "FREEZING"));
             }
         }
+        return;
+    }
+    for dir in dirs {
         let v2 = dir.join("cgroup.freeze");
         if std::fs::write(&v2, if frozen { "1" } else { "0" }).is_ok() && frozen {
             let events = dir.join("cgroup.events");
@@ -350,6 +362,30 @@ mod tests {
         std::fs::write(two.join("cgroup.procs"), "10\n").unwrap();
         let all = pids(&[one.as_path(), two.as_path()]).unwrap();
         assert_eq!(all.into_iter().collect::<Vec<_>>(), [10, 11, 12]);
+    }
+
+    #[test]
+    fn the_v1_freezer_alone_freezes_where_there_is_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let freezer = tmp.path().join("freezer");
+        let unified = tmp.path().join("unified");
+        std::fs::create_dir_all(&freezer).unwrap();
+        std::fs::create_dir_all(&unified).unwrap();
+        std::fs::write(freezer.join("freezer.state"), "THAWED").unwrap();
+        std::fs::write(unified.join("cgroup.freeze"), "0").unwrap();
+        std::fs::write(unified.join("cgroup.events"), "populated 1\nfrozen 1\n").unwrap();
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+
+        freeze(&[unified.as_path(), freezer.as_path()], true);
+        assert_eq!(read(&freezer.join("freezer.state")), "FROZEN");
+        assert_eq!(read(&unified.join("cgroup.freeze")), "0", "hybrid: v1 only");
+        freeze(&[unified.as_path(), freezer.as_path()], false);
+        assert_eq!(read(&freezer.join("freezer.state")), "THAWED");
+
+        freeze(&[unified.as_path()], true);
+        assert_eq!(read(&unified.join("cgroup.freeze")), "1", "v2 alone");
+        freeze(&[unified.as_path()], false);
+        assert_eq!(read(&unified.join("cgroup.freeze")), "0");
     }
 
     #[test]
