@@ -596,17 +596,24 @@ fn kill_round(dirs: &[PathBuf], pids: &[i32]) {
     set_frozen(dirs, false);
 }
 
-/// Freezes or thaws a cgroup through v1's freezer or v2's `cgroup.freeze`,
-/// where present.
+/// Freezes or thaws a cgroup through one freezer: v1's where any of its dirs
+/// has `freezer.state` (the hybrid layout's unified dir has `cgroup.freeze`
+/// too, but v2 never freezes a task v1's freezer holds; runc's v1 manager
+/// uses v1's alone), else v2's `cgroup.freeze`.
 fn set_frozen(dirs: &[PathBuf], frozen: bool) {
+    let v1: Vec<PathBuf> = dirs
+        .iter()
+        .map(|dir| dir.join("freezer.state"))
+        .filter(|state| state.exists())
+        .collect();
+    if !v1.is_empty() {
+        for state in &v1 {
+            let _ = std::fs::write(state, if frozen { "FROZEN" } else { "THAWED" });
+        }
+        return;
+    }
     for dir in dirs {
-        let (v1, v2) = if frozen {
-            ("FROZEN", "1")
-        } else {
-            ("THAWED", "0")
-        };
-        let _ = std::fs::write(dir.join("freezer.state"), v1);
-        let _ = std::fs::write(dir.join("cgroup.freeze"), v2);
+        let _ = std::fs::write(dir.join("cgroup.freeze"), if frozen { "1" } else { "0" });
     }
 }
 
@@ -793,6 +800,30 @@ mod tests {
         assert_eq!(Layout::from_mounts(true, false), Layout::Unified);
         assert_eq!(Layout::from_mounts(false, true), Layout::Hybrid);
         assert_eq!(Layout::from_mounts(false, false), Layout::Legacy);
+    }
+
+    #[test]
+    fn the_v1_freezer_alone_freezes_where_there_is_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let freezer = tmp.path().join("freezer");
+        let unified = tmp.path().join("unified");
+        std::fs::create_dir_all(&freezer).unwrap();
+        std::fs::create_dir_all(&unified).unwrap();
+        std::fs::write(freezer.join("freezer.state"), "THAWED").unwrap();
+        std::fs::write(unified.join("cgroup.freeze"), "0").unwrap();
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+        let both = [unified.clone(), freezer.clone()];
+
+        set_frozen(&both, true);
+        assert_eq!(read(&freezer.join("freezer.state")), "FROZEN");
+        assert_eq!(read(&unified.join("cgroup.freeze")), "0", "hybrid: v1 only");
+        set_frozen(&both, false);
+        assert_eq!(read(&freezer.join("freezer.state")), "THAWED");
+
+        set_frozen(std::slice::from_ref(&unified), true);
+        assert_eq!(read(&unified.join("cgroup.freeze")), "1", "v2 alone");
+        set_frozen(std::slice::from_ref(&unified), false);
+        assert_eq!(read(&unified.join("cgroup.freeze")), "0");
     }
 
     #[test]

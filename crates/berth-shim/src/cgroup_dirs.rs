@@ -211,15 +211,14 @@ fn home_of(dir: &Path, init: &[(String, String)]) -> Option<PathBuf> {
     })
 }
 
-/// Freezes (or thaws) through v1's freezer or v2's `cgroup.freeze`,
-/// whichever the directory has. Freezing is asynchronous in both: it waits
-/// until the kernel reports the cgroup frozen (v1 FROZEN, v2 `frozen 1`).
+/// Freezes (or thaws) through one freezer for every dir: v1's where any dir
+/// has `freezer.state` (as runc's v1 manager), else v2's `cgroup.freeze`.
+/// In the hybrid layout the unified hierarchy has `cgroup.freeze` too, but a
+/// task the v1 freezer holds never reaches the point where v2 freezes it:
+/// `frozen 1` never came, and every kill-all waited out the settle (a second
+/// per stop). Freezing is asynchronous in both: it waits until the kernel
+/// reports the cgroup frozen (v1 FROZEN, v2 `frozen 1`).
 fn freeze(dirs: &[&Path], frozen: bool) {
-    // One freezer only: the v1 freezer's where the host mounts one (as
-    // runc's v1 manager), else v2's. In the hybrid layout the unified
-    // hierarchy has `cgroup.freeze` too, but a task the v1 freezer holds
-    // never reaches the point where v2 freezes it: `frozen 1` never came,
-    // and every kill-all waited out the settle (a second per stop).
     let v1: Vec<PathBuf> = dirs
         .iter()
         .map(|dir| dir.join("freezer.state"))
