@@ -38,15 +38,18 @@
 #      calls took 60 s in all at most: p50/p99 per RPC; after them, each
 #      stats answer's encoded size and how long the bench's client takes
 #      to decode those bytes alone; before them, each daemon's cpu time
-#      over 30 s without calls (20 in quick mode);
+#      over 30 s without calls (20 in quick mode); at the end the same calls
+#      in berth alone with its 250 pods (containerd stopped, as in 6);
 #   8. a stalled shim: with 110 of them running, one container's shim
 #      SIGSTOPped (berth: the berth-shim of its pid file; containerd: the
 #      pod's containerd-shim-runc-v2), then separately that container frozen
 #      in its cgroup (v1 freezer or v2 cgroup.freeze), while every other
 #      pod's ContainerStatus, ListContainers and ListContainerStats are
-#      polled: p50/p99 against the same poll just before, and how long the
-#      stalled container's own ContainerStatus takes and what it says. The
-#      shim is continued and the cgroup thawed right after (and on exit).
+#      polled (30 rounds, 10 of each list a round; stats calls until they
+#      took 30 s in a phase): p50/p99 against the same poll just before,
+#      and how long the stalled container's own ContainerStatus takes and
+#      what it says. The shim is continued and the cgroup thawed right
+#      after (and on exit).
 #   9. cold pull of an image with one 1.5 GiB layer of incompressible
 #      bytes (scripts/bench/bigimage.py, pushed once per run), directly
 #      from the registry and through berth-throttle-proxy, which limits each
@@ -122,7 +125,7 @@ else
   MANY_IMAGES=100 LIST_N=20
   SCALE_LEVELS=(0 100 500) SCALE_N=5
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
-  STALL_LEVEL=110 STALL_ROUNDS=10
+  STALL_LEVEL=110 STALL_ROUNDS=30
   EXEC_N=50
 fi
 EXEC_PODS=8
@@ -667,21 +670,34 @@ for level in "${LEVELS[@]}"; do
     done
   fi
 done
-if want 6 && has containerd; then
-  # The same top level with berth alone: containerd's pods removed, so the
-  # host holds only berth's (the 1.25x target is for a node running one
-  # runtime; above, both runtimes' pods load the host at once).
+if (want 6 || want 7) && has containerd; then
+  # The same top levels with berth alone: containerd's pods removed, so the
+  # host holds only berth's (the scaling and stats targets are for a node
+  # running one runtime; above, both runtimes' pods load the host at once).
   log "removing the $running background pods of containerd, then stopping it"
   client containerd down --tag bg --clients "$CONC_CLIENTS"
   # A node running one runtime: nothing of containerd's left running, nor
   # its teardown's aftermath.
   bash "$repo/scripts/containerd/stop.sh" "$work/containerd" >&2
   settle
-  if ((running > 0)); then
+  if want 6 && ((running > 0)); then
     for ((rep = 0; rep < REPS; rep++)); do
       log "scaling: lifecycles with $running other pods, berth alone, repetition $((rep + 1))/$REPS"
       # shellcheck disable=SC2046
       client berth lifecycle $(pod_args berth scale) --n "$SCALE_N" --metric "alone/$running"
+    done
+  fi
+  if want 7; then
+    top="$(printf '%s\n' "${STATS_LEVELS[@]}" | sort -n | tail -1)"
+    if ((running > top)); then
+      log "removing $((running - top)) background pods of berth (to $top)"
+      client berth down --tag bg --clients "$CONC_CLIENTS" --leave "$top"
+      running=$top
+      settle
+    fi
+    for ((rep = 0; rep < REPS; rep++)); do
+      log "stats with $running pods, berth alone, repetition $((rep + 1))/$REPS"
+      client berth stats --n "$STATS_N" --metric "stats-alone/$running"
     done
   fi
 elif has containerd; then

@@ -63,12 +63,14 @@ enum Command {
         metric: Option<String>,
     },
     /// Stops and removes the pods labelled with `tag` (every bench pod when
-    /// no tag is given).
+    /// no tag is given), all but the `leave` oldest.
     Down {
         #[arg(long)]
         tag: Option<String>,
         #[arg(long, default_value_t = 8)]
         clients: usize,
+        #[arg(long, default_value_t = 0)]
+        leave: usize,
     },
     /// Removes IMAGE, then times its pull, `n` times.
     ColdPull {
@@ -184,7 +186,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             clients,
             metric,
         } => workload::up(&cri, &out, &pod, pods, clients, metric.as_deref()).await,
-        Command::Down { tag, clients } => workload::down(&cri, tag.as_deref(), clients).await,
+        Command::Down {
+            tag,
+            clients,
+            leave,
+        } => workload::down(&cri, tag.as_deref(), clients, leave).await,
         Command::ColdPull {
             image,
             n,

@@ -318,8 +318,14 @@ async fn running_containers(cri: &Cri, tag: &str) -> Result<usize, String> {
     Ok(list.into_inner().containers.len())
 }
 
-/// Stops and removes bench pods (and so their containers), `clients` at a time.
-pub async fn down(cri: &Cri, tag: Option<&str>, clients: usize) -> Result<(), String> {
+/// Stops and removes bench pods (and so their containers), `clients` at a
+/// time, all but the `leave` oldest.
+pub async fn down(
+    cri: &Cri,
+    tag: Option<&str>,
+    clients: usize,
+    leave: usize,
+) -> Result<(), String> {
     let mut rt = cri.runtime.clone();
     let pods = rt
         .list_pod_sandbox(ListPodSandboxRequest {
@@ -329,15 +335,16 @@ pub async fn down(cri: &Cri, tag: Option<&str>, clients: usize) -> Result<(), St
         .map_err(|s| format!("ListPodSandbox: {s}"))?
         .into_inner()
         .items;
-    let ids: Vec<String> = pods
+    let mut pods: Vec<_> = pods
         .into_iter()
         .filter(|p| match (p.labels.get(LABEL), tag) {
             (Some(v), Some(t)) => v == t,
             (Some(_), None) => true,
             (None, _) => false,
         })
-        .map(|p| p.id)
         .collect();
+    pods.sort_by_key(|p| p.created_at);
+    let ids: Vec<String> = pods.into_iter().skip(leave).map(|p| p.id).collect();
     let ids = Arc::new(ids);
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
