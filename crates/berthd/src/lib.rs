@@ -29,6 +29,7 @@ pub mod lsm;
 pub mod metrics;
 pub mod metrics_sampler;
 pub mod net_stats;
+pub mod pidfd;
 pub mod pod;
 pub mod pod_checkpoint;
 pub mod proc_counts;

@@ -1,7 +1,7 @@
 //! Talking to a container's berth-shim: starting it (fork+exec, never a
 //! fork of berthd itself) and calling it over its socket.
 
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -245,19 +245,9 @@ pub struct ProcessWatch {
 
 impl ShimWatch for ProcessWatch {
     fn moved(&self) -> bool {
-        if self.exit.exists() {
-            return true;
-        }
-        // A pidfd polls readable once its process has exited; an error
-        // counts as moved, which only costs a call to the shim.
-        let mut fds = [nix::poll::PollFd::new(
-            self.pidfd.as_fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        !matches!(
-            nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
-            Ok(0)
-        )
+        // An error polling the pidfd counts as moved, which only costs a
+        // call to the shim.
+        self.exit.exists() || crate::pidfd::exited(&self.pidfd)
     }
 }
 
@@ -271,16 +261,7 @@ pub fn recorded_pid(dir: &Path) -> Option<i32> {
 /// is asked for its state: an answer then proves the pid was still the
 /// shim's when the pidfd was opened. None if there is no pid or no fd left.
 pub fn watch(dir: &Path) -> Option<ProcessWatch> {
-    let pid = recorded_pid(dir)?;
-    // SAFETY: pidfd_open(2) takes a pid and flags, returns a new
-    // close-on-exec fd or -1, and touches no memory of ours.
-    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return None;
-    }
-    let fd = RawFd::try_from(fd).ok()?;
-    // SAFETY: the fd was just opened and nothing else owns it.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let pidfd = crate::pidfd::open(recorded_pid(dir)?)?;
     Some(ProcessWatch {
         pidfd,
         exit: ShimFiles::new(dir.to_path_buf()).exit(),

@@ -6,6 +6,7 @@
 mod dns;
 mod error;
 pub mod host;
+mod infra_watch;
 pub mod journal;
 #[cfg(test)]
 pub(crate) mod lifecycle_tests;

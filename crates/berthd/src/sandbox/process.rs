@@ -27,9 +27,12 @@ pub fn identify(pid: i32) -> Option<InfraProcess> {
     start_time(pid).map(|start_time| InfraProcess { pid, start_time })
 }
 
-/// Whether the recorded process still runs (the same one, not a reused pid).
+/// Whether the recorded process still runs (the same one, not a reused
+/// pid): from a kept pidfd where there is one ([`super::infra_watch`]).
 pub fn is_alive(process: &InfraProcess) -> bool {
-    start_time(process.pid) == Some(process.start_time)
+    super::infra_watch::WATCHES.is_alive(process, |process| {
+        start_time(process.pid) == Some(process.start_time)
+    })
 }
 
 /// SIGKILLs the process if it is still the recorded one, and waits until it

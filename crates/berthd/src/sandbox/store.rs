@@ -20,7 +20,7 @@ pub enum SandboxState {
 
 /// The pod's infra process, identified by pid and start time so a reused
 /// pid is never mistaken for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct InfraProcess {
     pub pid: i32,
     pub start_time: u64,
