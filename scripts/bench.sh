@@ -39,7 +39,8 @@
 #      stats answer's encoded size and how long the bench's client takes
 #      to decode those bytes alone; before them, each daemon's cpu time
 #      over 30 s without calls (20 in quick mode); at the end the same calls
-#      in berth alone with its 250 pods (containerd stopped, as in 6);
+#      in berth alone with its 250 pods (50 in quick mode; containerd
+#      stopped, as in 6);
 #   8. a stalled shim: with 110 of them running, one container's shim
 #      SIGSTOPped (berth: the berth-shim of its pid file; containerd: the
 #      pod's containerd-shim-runc-v2), then separately that container frozen
