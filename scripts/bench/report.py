@@ -20,6 +20,14 @@ from collections import defaultdict
 
 RUNTIMES = ("containerd", "berth")
 
+# Sections that several rules below fill.
+STATS = "Stats at scale: kubelet's stats RPCs with N pods in each runtime (ms)"
+STATS_ALONE = "Stats at scale, berth alone: its own pods, containerd stopped (ms)"
+STALL = "A stalled shim or frozen container: the other pods polled (ms)"
+EXEC = "Exec probes: ExecSync of `cat /etc/hostname`, 1 s timeout (ms)"
+NODE = "A full node through kubelet, pods created at once (ms)"
+IDLE = "A full node idle: the runtime's processes and kubelet"
+
 # (metric regexp, statistics shown, section). The first match decides.
 RULES = [
     (r"^critest/", ("mean", "p50", "p95"), "critest -benchmark (ms per RPC)"),
@@ -33,26 +41,21 @@ RULES = [
     (r"^image/", ("mean", "p95"), "Images (ms)"),
     (r"^bigpull/", ("mean",), "Cold pull of one large layer (ms)"),
     (r"^scale/", ("mean",), "Scaling: lifecycle with other pods running (ms)"),
-    (r"^stats/.*/daemon cpu", ("mean",),
-     "Stats at scale: kubelet's stats RPCs with N pods in each runtime (ms)"),
-    (r"^stats/", ("p50", "p99"), "Stats at scale: kubelet's stats RPCs with N pods in each runtime (ms)"),
-    (r"^stats-alone/.* client decode", ("mean",),
-     "Stats at scale, berth alone: its own pods, containerd stopped (ms)"),
-    (r"^stats-alone/.* answer", ("mean",),
-     "Stats at scale, berth alone: its own pods, containerd stopped (ms)"),
-    (r"^stats-alone/", ("p50", "p99"),
-     "Stats at scale, berth alone: its own pods, containerd stopped (ms)"),
-    (r"^stall/.*/timeouts$", ("sum",), "A stalled shim or frozen container: the other pods polled (ms)"),
-    (r"^stall/.*/own ", ("mean",), "A stalled shim or frozen container: the other pods polled (ms)"),
-    (r"^stall/", ("p50", "p99"), "A stalled shim or frozen container: the other pods polled (ms)"),
-    (r"^exec/failed", ("sum",), "Exec probes: ExecSync of `cat /etc/hostname`, 1 s timeout (ms)"),
-    (r"^exec/", ("p50", "p99"), "Exec probes: ExecSync of `cat /etc/hostname`, 1 s timeout (ms)"),
-    (r"^kubelet/pod start SLI per pod", ("p50", "p99"),
-     "A full node through kubelet, pods created at once (ms)"),
-    (r"^kubelet/create to running", ("p50", "p99"), "A full node through kubelet, pods created at once (ms)"),
-    (r"^kubelet/", ("mean",), "A full node through kubelet, pods created at once (ms)"),
-    (r"^idle/.*processes", ("mean",), "A full node idle: the runtime's processes and kubelet"),
-    (r"^idle/", ("mean",), "A full node idle: the runtime's processes and kubelet"),
+    (r"^stats/.*/daemon cpu", ("mean",), STATS),
+    (r"^stats/", ("p50", "p99"), STATS),
+    (r"^stats-alone/.* client decode", ("mean",), STATS_ALONE),
+    (r"^stats-alone/.* answer", ("mean",), STATS_ALONE),
+    (r"^stats-alone/", ("p50", "p99"), STATS_ALONE),
+    (r"^stall/.*/timeouts$", ("sum",), STALL),
+    (r"^stall/.*/own ", ("mean",), STALL),
+    (r"^stall/", ("p50", "p99"), STALL),
+    (r"^exec/failed", ("sum",), EXEC),
+    (r"^exec/", ("p50", "p99"), EXEC),
+    (r"^kubelet/pod start SLI per pod", ("p50", "p99"), NODE),
+    (r"^kubelet/create to running", ("p50", "p99"), NODE),
+    (r"^kubelet/", ("mean",), NODE),
+    (r"^idle/.*processes", ("mean",), IDLE),
+    (r"^idle/", ("mean",), IDLE),
     (r"^alone/", ("mean",),
      "Scaling, berth alone: lifecycle with its own other pods, containerd stopped (ms)"),
     (r"", ("mean",), "Other"),

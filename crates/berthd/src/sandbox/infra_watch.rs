@@ -21,7 +21,6 @@ pub struct InfraWatches {
     max: usize,
 }
 
-#[derive(Default)]
 struct Inner {
     fds: HashMap<InfraProcess, OwnedFd>,
     /// How many kept watches start a prune of the exited ones: a removed
