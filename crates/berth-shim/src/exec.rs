@@ -197,7 +197,8 @@ impl ExecSession {
     }
 
     /// Kills the process (and its process group: libcontainer makes it a
-    /// session leader) if it has not exited yet.
+    /// session leader) if it has not exited yet: nobody waits for its
+    /// answer any more.
     pub fn kill(&mut self) {
         if self.exit.is_none() {
             let _ = kill(Pid::from_raw(-self.pid), Signal::SIGKILL);
@@ -208,12 +209,17 @@ impl ExecSession {
     /// Enforces the deadline; true when it killed the process just now
     /// (the runtime may have more to kill: [`RuntimeBackend::kill_exec`]).
     ///
+    /// Only the process, as containerd and CRI-O kill a timed-out exec:
+    /// what it started finishes its step (a probe script's last line,
+    /// begun before the deadline, still reaches the container's log), and
+    /// the answer waits [`OUTPUT_GRACE`] at most for such children's output.
+    ///
     /// [`RuntimeBackend::kill_exec`]: crate::backend::RuntimeBackend::kill_exec
     pub fn tick(&mut self, now: Instant) -> bool {
         if self.exit.is_none() && !self.timed_out && self.deadline.is_some_and(|d| now >= d) {
             tracing::info!(pid = self.pid, "exec timed out; killing it");
             self.timed_out = true;
-            self.kill();
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
             return true;
         }
         false

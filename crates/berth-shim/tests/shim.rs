@@ -237,6 +237,33 @@ fn exec_in_a_running_container_then_sigkill() {
     assert_eq!(c.exit_record().exit_code, 137);
 }
 
+/// At its deadline an exec's process is killed, not what it started, as
+/// containerd and CRI-O do: a step begun before the deadline still ends (a
+/// probe script's last line still reaches the container's log).
+#[test]
+fn a_timed_out_exec_kills_its_process_not_what_it_started() {
+    let c = TestContainer::create(Options::new(&["sleep", "100"]));
+    c.start();
+    let t0 = Instant::now();
+    let r = exec(
+        &c,
+        &[
+            "sh",
+            "-c",
+            "(sleep 2; echo ended > /tmp/step) & exec sleep 30",
+        ],
+        1,
+    );
+    assert!(r.timed_out);
+    assert_eq!(r.exit_code, 137);
+    // The child holds the output pipes: the answer waits for them a
+    // moment only, not for the child.
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    wait_until(T, || {
+        exec(&c, &["cat", "/tmp/step"], 10).stdout == b"ended\n"
+    });
+}
+
 /// One line of `/proc/self/status` as an exec'd process sees it.
 fn exec_status_field(c: &TestContainer, field: &str) -> String {
     let r = exec(c, &["grep", &format!("^{field}:"), "/proc/self/status"], 10);
