@@ -6,6 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
+/// The exit file's name in the shim's directory ([`ShimFiles::exit`]):
+/// for watchers that match the names of files appearing there.
+pub const EXIT_FILE: &str = "exit";
+
 /// Paths inside the shim's directory.
 #[derive(Debug, Clone)]
 pub struct ShimFiles {
@@ -33,7 +37,7 @@ impl ShimFiles {
 
     /// [`crate::protocol::ExitRecord`] as JSON, once the init exited.
     pub fn exit(&self) -> PathBuf {
-        self.dir.join("exit")
+        self.dir.join(EXIT_FILE)
     }
 
     /// The control socket.

@@ -132,7 +132,7 @@ fn open_context(
         layers_dir: layout.containers(),
         shims_dir: StateLayout::new(&config.state_dir).shims(),
         shim: helper_binary(&config.helper_dir(), "berth-shim")?,
-        shims: Arc::new(ShimProcesses),
+        shims: Arc::new(ShimProcesses::new()),
         mounts: Arc::new(OverlayMounts),
         // Container cgroups are read and updated as files under either
         // driver (systemd made the scope; the files are the same).

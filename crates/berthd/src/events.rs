@@ -15,15 +15,13 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use berth_shim_api::files::EXIT_FILE;
 use cri_api::v1::{ContainerEventResponse, ContainerEventType};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use tokio::sync::{broadcast, mpsc};
 
 /// Events a subscriber may fall behind by before it loses some.
 const BUFFERED_EVENTS: usize = 1024;
-
-/// The name the shim gives its exit file (written by rename, atomically).
-const EXIT_FILE: &str = "exit";
 
 /// Whether `next` may follow `last` for one object: the lifecycle only
 /// moves forward, and an object with no history must start with CREATED.

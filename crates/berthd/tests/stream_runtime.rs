@@ -161,7 +161,7 @@ impl Runtime {
                 &shim_binary(),
             )
             .expect("a protected view of berth-shim"),
-            shims: Arc::new(berthd::container::host::ShimProcesses),
+            shims: Arc::new(berthd::container::host::ShimProcesses::new()),
             mounts: Arc::new(berthd::container::host::OverlayMounts),
             cgroups: Arc::new(berth_cgroups::CgroupfsManager::new().expect("cgroups")),
             layer_leases: Default::default(),

@@ -16,6 +16,7 @@ use super::idmap::IdmapError;
 use super::idmapped_binds::{self, IdmappedBind};
 use super::rootfs::{self, DetachedRootfs, RootfsError, RootfsPaths};
 use super::shim::{self, ShimLaunch};
+use super::shim_signals::ShimSignals;
 use super::state_cache::ShimWatch;
 use super::ContainerError;
 
@@ -114,7 +115,28 @@ impl RootfsMounts for OverlayMounts {
 }
 
 /// Real berth-shim processes.
-pub struct ShimProcesses;
+pub struct ShimProcesses {
+    /// What the state cache's watches share; None where the kernel gave no
+    /// inotify or epoll fd, and each watch checks its container alone.
+    signals: Option<ShimSignals>,
+}
+
+impl ShimProcesses {
+    pub fn new() -> Self {
+        let signals = ShimSignals::new()
+            .map_err(|err| {
+                tracing::warn!(error = %err, "no shared exit watch: each cached container state is checked on its own");
+            })
+            .ok();
+        Self { signals }
+    }
+}
+
+impl Default for ShimProcesses {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 #[async_trait]
 impl Shims for ShimProcesses {
@@ -135,7 +157,7 @@ impl Shims for ShimProcesses {
     }
 
     fn watch(&self, dir: &Path) -> Option<Box<dyn ShimWatch>> {
-        shim::watch(dir).map(|watch| Box::new(watch) as Box<dyn ShimWatch>)
+        shim::watch(dir, self.signals.as_ref())
     }
 
     fn is_alive(&self, dir: &Path) -> bool {

@@ -27,6 +27,7 @@ pub mod resources;
 pub mod rootfs;
 pub mod shim;
 pub mod shim_log;
+pub mod shim_signals;
 mod start;
 pub mod state_cache;
 mod stop;

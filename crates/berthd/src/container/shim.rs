@@ -5,6 +5,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::shim_signals::ShimSignals;
 use super::state_cache::ShimWatch;
 use super::{shim_log, ContainerError};
 use berth_shim_api::files::ShimFiles;
@@ -259,13 +260,21 @@ pub fn recorded_pid(dir: &Path) -> Option<i32> {
 
 /// A watch on the shim of `dir`, from its pid file. Taken before the shim
 /// is asked for its state: an answer then proves the pid was still the
-/// shim's when the pidfd was opened. None if there is no pid or no fd left.
-pub fn watch(dir: &Path) -> Option<ProcessWatch> {
-    let pidfd = crate::pidfd::open(recorded_pid(dir)?)?;
-    Some(ProcessWatch {
+/// shim's when the pidfd was opened. Through `signals` where it can be
+/// (one system call a read for every container), else a [`ProcessWatch`].
+/// None if there is no pid or no fd left.
+pub fn watch(dir: &Path, signals: Option<&ShimSignals>) -> Option<Box<dyn ShimWatch>> {
+    let mut pidfd = crate::pidfd::open(recorded_pid(dir)?)?;
+    if let Some(signals) = signals {
+        match signals.watch(dir, pidfd) {
+            Ok(watch) => return Some(Box::new(watch)),
+            Err(back) => pidfd = back,
+        }
+    }
+    Some(Box::new(ProcessWatch {
         pidfd,
         exit: ShimFiles::new(dir.to_path_buf()).exit(),
-    })
+    }))
 }
 
 /// The state a shim left in its exit file, for a shim that is gone.
@@ -319,18 +328,24 @@ mod tests {
             .spawn()
             .unwrap();
         std::fs::write(files.shim_pid(), child.id().to_string()).unwrap();
-        let watch = watch(tmp.path()).unwrap();
-        assert!(!watch.moved());
+        let signals = ShimSignals::new().unwrap();
+        // Through the shared fds, and on its own (the fallback).
+        let shared = watch(tmp.path(), Some(&signals)).unwrap();
+        let own = watch(tmp.path(), None).unwrap();
+        assert!(!shared.moved() && !own.moved());
         std::fs::write(files.exit(), b"{}").unwrap();
-        assert!(watch.moved());
+        assert!(shared.moved() && own.moved());
         std::fs::remove_file(files.exit()).unwrap();
-        assert!(!watch.moved());
+        assert!(!own.moved());
+        drop(shared);
+        let shared = watch(tmp.path(), Some(&signals)).unwrap();
+        assert!(!shared.moved());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(watch.moved());
+        assert!(shared.moved() && own.moved());
         // No pid file: no watch, so nothing live is kept.
         std::fs::remove_file(files.shim_pid()).unwrap();
-        assert!(super::watch(tmp.path()).is_none());
+        assert!(super::watch(tmp.path(), Some(&signals)).is_none());
     }
 
     /// A shim that never answers: the create must fail at its timeout, and
