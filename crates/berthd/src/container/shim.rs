@@ -315,6 +315,7 @@ pub fn record_unknown_exit(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::container::shim_signals::Sleeper;
     use std::os::unix::fs::PermissionsExt;
 
     /// The real watch, on a real process: still until its exit file
@@ -323,11 +324,8 @@ mod tests {
     fn a_process_watch_sees_the_exit_file_and_the_end_of_the_process() {
         let tmp = tempfile::tempdir().unwrap();
         let files = ShimFiles::new(tmp.path().to_path_buf());
-        let mut child = std::process::Command::new("sleep")
-            .arg("600")
-            .spawn()
-            .unwrap();
-        std::fs::write(files.shim_pid(), child.id().to_string()).unwrap();
+        let mut shim = Sleeper::start();
+        std::fs::write(files.shim_pid(), shim.pid().to_string()).unwrap();
         let signals = ShimSignals::new().unwrap();
         // Through the shared fds, and on its own (the fallback).
         let shared = watch(tmp.path(), Some(&signals)).unwrap();
@@ -340,8 +338,7 @@ mod tests {
         drop(shared);
         let shared = watch(tmp.path(), Some(&signals)).unwrap();
         assert!(!shared.moved());
-        child.kill().unwrap();
-        child.wait().unwrap();
+        shim.end();
         assert!(shared.moved() && own.moved());
         // No pid file: no watch, so nothing live is kept.
         std::fs::remove_file(files.shim_pid()).unwrap();

@@ -111,11 +111,12 @@ impl ShimSignals {
         });
         dir_entry.watches += 1;
         let exited = dir_entry.exited.clone();
-        // An exit file from before the inotify watch queued no event.
+        drop(table);
+        // An exit file from before the inotify watch queued no event. Out
+        // of the lock: a drain sets the same shared flag.
         if dir.join(EXIT_FILE).exists() {
             exited.store(true, Ordering::SeqCst);
         }
-        drop(table);
         Ok(SignalWatch {
             signals: signals.clone(),
             token,
@@ -240,22 +241,35 @@ impl Drop for SignalWatch {
     }
 }
 
+/// A `sleep` standing in for a shim in the tests, killed and reaped when
+/// dropped, so a failing assertion leaves no process behind.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) struct Sleeper(std::process::Child);
 
-    fn sleeper() -> (std::process::Child, OwnedFd) {
-        let child = std::process::Command::new("sleep")
-            .arg("100")
-            .spawn()
-            .unwrap();
-        let pidfd = crate::pidfd::open(child.id() as i32).unwrap();
-        (child, pidfd)
+#[cfg(test)]
+impl Sleeper {
+    pub(super) fn start() -> Self {
+        Self(
+            std::process::Command::new("sleep")
+                .arg("600")
+                .spawn()
+                .unwrap(),
+        )
     }
 
-    /// Waits until `child` has ended, without reaping it.
-    fn zombie(child: &std::process::Child) {
-        let stat = format!("/proc/{}/stat", child.id());
+    pub(super) fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    pub(super) fn pidfd(&self) -> OwnedFd {
+        crate::pidfd::open(self.0.id() as i32).unwrap()
+    }
+
+    /// Ends it and waits until it has, without reaping it: a zombie, as a
+    /// shim is until its parent reaps it.
+    pub(super) fn end_unreaped(&mut self) {
+        self.0.kill().unwrap();
+        let stat = format!("/proc/{}/stat", self.0.id());
         for _ in 0..5000 {
             let text = std::fs::read_to_string(&stat).unwrap();
             if text
@@ -267,46 +281,59 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        panic!("{} did not end", child.id());
+        panic!("{} did not end", self.0.id());
     }
+
+    /// Ends and reaps it.
+    pub(super) fn end(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[cfg(test)]
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn a_watch_moves_when_its_exit_file_is_renamed_into_place() {
         let signals = ShimSignals::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let (mut child, pidfd) = sleeper();
-        let watch = signals.watch(dir.path(), pidfd).ok().unwrap();
+        let shim = Sleeper::start();
+        let watch = signals.watch(dir.path(), shim.pidfd()).ok().unwrap();
         assert!(!watch.moved());
         // Other files in the dir say nothing.
         std::fs::write(dir.path().join("exit.tmp"), b"{}").unwrap();
         assert!(!watch.moved());
         std::fs::rename(dir.path().join("exit.tmp"), dir.path().join("exit")).unwrap();
         assert!(watch.moved());
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]
     fn a_watch_moves_when_its_shim_ends_and_only_that_watch() {
         let signals = ShimSignals::new().unwrap();
         let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let (mut first, pidfd) = sleeper();
-        let first_watch = signals.watch(one.path(), pidfd).ok().unwrap();
-        let (mut second, pidfd) = sleeper();
-        let second_watch = signals.watch(two.path(), pidfd).ok().unwrap();
-        first.kill().unwrap();
-        // Ended but not waited for yet, as a shim is until its parent
-        // reaps it: a zombie already counts.
-        zombie(&first);
+        let mut first = Sleeper::start();
+        let first_watch = signals.watch(one.path(), first.pidfd()).ok().unwrap();
+        let mut second = Sleeper::start();
+        let second_watch = signals.watch(two.path(), second.pidfd()).ok().unwrap();
+        // Ended but not waited for yet: a zombie already counts.
+        first.end_unreaped();
         // The other watch drains the first one's end and stays still.
         assert!(!second_watch.moved());
         assert!(first_watch.moved());
         assert!(first_watch.moved(), "reported once, kept for good");
-        first.wait().unwrap();
+        first.end();
         std::fs::write(one.path().join("exit"), b"{}").unwrap();
         assert!(!second_watch.moved());
-        second.kill().unwrap();
-        second.wait().unwrap();
+        second.end();
         assert!(second_watch.moved());
     }
 
@@ -315,21 +342,18 @@ mod tests {
         let signals = ShimSignals::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("exit"), b"{}").unwrap();
-        let (mut child, pidfd) = sleeper();
-        let watch = signals.watch(dir.path(), pidfd).ok().unwrap();
+        let shim = Sleeper::start();
+        let watch = signals.watch(dir.path(), shim.pidfd()).ok().unwrap();
         assert!(watch.moved());
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]
     fn watches_of_one_dir_share_its_inotify_watch_until_the_last_goes() {
         let signals = ShimSignals::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let (mut child, pidfd) = sleeper();
-        let first = signals.watch(dir.path(), pidfd).ok().unwrap();
-        let pidfd = crate::pidfd::open(child.id() as i32).unwrap();
-        let second = signals.watch(dir.path(), pidfd).ok().unwrap();
+        let shim = Sleeper::start();
+        let first = signals.watch(dir.path(), shim.pidfd()).ok().unwrap();
+        let second = signals.watch(dir.path(), shim.pidfd()).ok().unwrap();
         drop(first);
         // The dir is still watched for the second one.
         std::fs::write(dir.path().join("exit"), b"{}").unwrap();
@@ -337,8 +361,6 @@ mod tests {
         drop(second);
         assert!(signals.inner.lock().dirs.is_empty());
         assert!(signals.inner.lock().shims.is_empty());
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]
@@ -347,24 +369,19 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("shim");
         std::fs::create_dir(&dir).unwrap();
-        let (mut child, pidfd) = sleeper();
-        let watch = signals.watch(&dir, pidfd).ok().unwrap();
+        let shim = Sleeper::start();
+        let watch = signals.watch(&dir, shim.pidfd()).ok().unwrap();
         std::fs::remove_dir(&dir).unwrap();
         assert!(watch.moved());
-        drop(watch);
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]
     fn no_watch_without_a_dir() {
         let signals = ShimSignals::new().unwrap();
-        let (mut child, pidfd) = sleeper();
+        let shim = Sleeper::start();
         assert!(signals
-            .watch(Path::new("/nonexistent/berth-shim-dir"), pidfd)
+            .watch(Path::new("/nonexistent/berth-shim-dir"), shim.pidfd())
             .is_err());
         assert!(signals.inner.lock().dirs.is_empty());
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 }
