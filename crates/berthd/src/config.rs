@@ -209,6 +209,10 @@ pub struct CniConfig {
     /// first (where network add-ons install theirs, as containerd and
     /// CRI-O look), then Debian's packaged plugins.
     pub bin_dirs: Vec<PathBuf>,
+    /// How many ADDs run at once while every CPU is busy; the rest wait
+    /// (`sandbox/paced_network.rs`). Unset: one per CPU berthd may use;
+    /// 0: no pacing.
+    pub adds_when_busy: Option<usize>,
 }
 
 impl Default for CniConfig {
@@ -216,6 +220,7 @@ impl Default for CniConfig {
         Self {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             bin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")],
+            adds_when_busy: None,
         }
     }
 }
@@ -878,6 +883,14 @@ mod tests {
         assert!(config.runtime_handlers.is_empty());
         assert_eq!(config.log_level, LogLevel::Debug);
         assert_eq!(config.cni.conf_dir, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn cni_adds_are_paced_per_cpu_unless_told() {
+        assert_eq!(parse("").unwrap().cni.adds_when_busy, None);
+        let config = parse("[cni]\nadds_when_busy = 0\n").unwrap();
+        assert_eq!(config.cni.adds_when_busy, Some(0));
+        assert!(parse("[cni]\nadds_when_busy = -1\n").is_err());
     }
 
     #[test]

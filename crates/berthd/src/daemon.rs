@@ -29,8 +29,9 @@ use crate::layout::{RootLayout, StateLayout};
 use crate::listener;
 use crate::registry::registry_hosts;
 use crate::root_lock::{RootLock, RootLockError};
-use crate::sandbox::host::Pinns;
+use crate::sandbox::host::{Pinns, PodNetworks};
 use crate::sandbox::metered_network::MeteredNetworks;
+use crate::sandbox::paced_network::{PacedNetworks, RunQueue, SLOW_ADD};
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
 use crate::server::instrument::RpcTraceLayer;
@@ -247,13 +248,7 @@ fn open_sandboxes(
         parents,
         driver,
         default_parent,
-        network: Arc::new(MeteredNetworks {
-            inner: Arc::new(CniConfig::new(
-                config.cni.conf_dir.clone(),
-                config.cni.bin_dirs.clone(),
-            )),
-            metrics: metrics.clone(),
-        }),
+        network: pod_networks(&config.cni, metrics),
         namespaces: Arc::new(Pinns {
             binary: helper_binary(&config.helper_dir(), "berth-pinns")?,
         }),
@@ -266,6 +261,31 @@ fn open_sandboxes(
         pod_cidr: RwLock::new(None),
         unfinished: Default::default(),
     })
+}
+
+/// The CNI networks, timed for the metrics, their ADDs paced while the
+/// CPUs are all busy (`[cni] adds_when_busy`, one per CPU by default).
+fn pod_networks(
+    config: &crate::config::CniConfig,
+    metrics: &Arc<crate::metrics::Metrics>,
+) -> Arc<dyn PodNetworks> {
+    let metered: Arc<dyn PodNetworks> = Arc::new(MeteredNetworks {
+        inner: Arc::new(CniConfig::new(
+            config.conf_dir.clone(),
+            config.bin_dirs.clone(),
+        )),
+        metrics: metrics.clone(),
+    });
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    match config.adds_when_busy.unwrap_or(cpus) {
+        0 => metered,
+        slots => Arc::new(PacedNetworks::new(
+            metered,
+            slots,
+            Arc::new(RunQueue { cpus }),
+            SLOW_ADD,
+        )),
+    }
 }
 
 /// A helper binary from the helper directory (`helper_dir`), behind a

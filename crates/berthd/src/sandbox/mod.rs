@@ -12,6 +12,7 @@ pub mod journal;
 pub(crate) mod lifecycle_tests;
 pub mod metered_network;
 pub mod namespaces;
+pub mod paced_network;
 pub mod process;
 mod recover;
 mod remove;

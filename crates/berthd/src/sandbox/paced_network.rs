@@ -1,0 +1,381 @@
+//! Paces CNI ADDs while the node's CPUs are all busy. kubelet starts every
+//! new pod's sandbox at once; with a hundred ADDs sharing two CPUs (bridge,
+//! host-local, portmap and the iptables they run), each one takes as long
+//! as all of them, and kubelet's own relist and status writes wait behind
+//! them: no pod runs until nearly all have their network. Run one after
+//! the other, the first pods run within a second and the rest follow.
+//!
+//! Only while the CPUs are busy: a plugin that mostly waits (an IPAM
+//! server, an agent on a socket) costs no CPU, and queueing behind it would
+//! only slow a burst down. An ADD past its slot count goes ahead as soon as
+//! the CPUs are not all busy, and an ADD that has run for [`SLOW_ADD`]
+//! gives its slot up, so a stuck plugin holds no other pod back longer.
+//! DEL is not paced: a pod's teardown never waits behind new pods.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_network::cni::{AddResult, CniError, NetworkConfigList, PodNetwork};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::host::PodNetworks;
+
+/// How long an ADD holds its slot at most: long past what a local plugin
+/// chain takes on a busy node, short beside kubelet's patience.
+pub const SLOW_ADD: Duration = Duration::from_secs(2);
+
+/// How often the CPUs are looked at for an ADD waiting for a slot, by one
+/// of the waiting ADDs: a hundred of them must neither read the load a
+/// hundred times nor all go at once on a moment of spare CPU.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+/// Whether every CPU has work queued (then ADDs past the slots wait).
+pub trait CpuLoad: Send + Sync {
+    fn saturated(&self) -> bool;
+}
+
+/// The kernel's count of runnable tasks, against the CPUs this process may
+/// use.
+pub struct RunQueue {
+    pub cpus: usize,
+}
+
+impl CpuLoad for RunQueue {
+    fn saturated(&self) -> bool {
+        match std::fs::read_to_string("/proc/loadavg") {
+            Ok(text) => runnable(&text).is_some_and(|running| running > self.cpus),
+            // Not knowing, pace: the slots are the default.
+            Err(_) => true,
+        }
+    }
+}
+
+/// The runnable tasks in a `/proc/loadavg` line ("0.5 0.4 0.3 3/412 9"),
+/// the reader itself counted.
+fn runnable(loadavg: &str) -> Option<usize> {
+    loadavg
+        .split_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .0
+        .parse()
+        .ok()
+}
+
+/// The pod network with ADDs paced.
+pub struct PacedNetworks {
+    pub inner: Arc<dyn PodNetworks>,
+    /// One per ADD that may run while the CPUs are busy.
+    slots: Arc<Semaphore>,
+    load: Arc<dyn CpuLoad>,
+    slow: Duration,
+    /// When a waiting ADD last looked at the CPUs.
+    last_look: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+impl PacedNetworks {
+    /// `slots` ADDs at once while `load` says the CPUs are busy.
+    pub fn new(
+        inner: Arc<dyn PodNetworks>,
+        slots: usize,
+        load: Arc<dyn CpuLoad>,
+        slow: Duration,
+    ) -> Self {
+        Self {
+            inner,
+            slots: Arc::new(Semaphore::new(slots)),
+            load,
+            slow,
+            last_look: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// A slot, or none when the CPUs have room for one more ADD.
+    async fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        loop {
+            if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+                return Some(slot);
+            }
+            if self.cpu_to_spare() {
+                return None;
+            }
+            tokio::select! {
+                slot = self.slots.clone().acquire_owned() => return slot.ok(),
+                () = tokio::time::sleep(LOOK_EVERY) => {}
+            }
+        }
+    }
+
+    /// Whether the CPUs have room for one more ADD, looked at only if no
+    /// other waiting ADD looked in the last [`LOOK_EVERY`].
+    fn cpu_to_spare(&self) -> bool {
+        let now = tokio::time::Instant::now();
+        {
+            let mut last = self
+                .last_look
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if last.is_some_and(|at| now.duration_since(at) < LOOK_EVERY) {
+                return false;
+            }
+            *last = Some(now);
+        }
+        !self.load.saturated()
+    }
+}
+
+#[async_trait]
+impl PodNetworks for PacedNetworks {
+    fn conf_dir(&self) -> &Path {
+        self.inner.conf_dir()
+    }
+
+    async fn add(
+        &self,
+        network: &NetworkConfigList,
+        pod: &PodNetwork,
+    ) -> Result<AddResult, CniError> {
+        let slot = self.admit().await;
+        let add = self.inner.add(network, pod);
+        let Some(slot) = slot else {
+            return add.await;
+        };
+        tokio::pin!(add);
+        match tokio::time::timeout(self.slow, &mut add).await {
+            Ok(added) => added,
+            Err(_) => {
+                drop(slot);
+                add.await
+            }
+        }
+    }
+
+    async fn del(
+        &self,
+        network: &NetworkConfigList,
+        pod: &PodNetwork,
+        prev_result: Option<&serde_json::Value>,
+    ) -> Result<(), CniError> {
+        self.inner.del(network, pod, prev_result).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use tokio::sync::oneshot;
+
+    /// ADDs that finish when the test says, counting how many run at once.
+    #[derive(Default)]
+    struct Gated {
+        running: AtomicUsize,
+        most: AtomicUsize,
+        gates: Mutex<HashMap<String, oneshot::Receiver<()>>>,
+        started: Mutex<Vec<String>>,
+    }
+
+    impl Gated {
+        fn gate(&self, pod: &str) -> oneshot::Sender<()> {
+            let (open, gate) = oneshot::channel();
+            self.gates.lock().unwrap().insert(pod.to_string(), gate);
+            open
+        }
+
+        fn started(&self) -> Vec<String> {
+            self.started.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait]
+    impl PodNetworks for Gated {
+        fn conf_dir(&self) -> &Path {
+            Path::new("/nonexistent")
+        }
+
+        async fn add(
+            &self,
+            _: &NetworkConfigList,
+            pod: &PodNetwork,
+        ) -> Result<AddResult, CniError> {
+            let gate = self.gates.lock().unwrap().remove(&pod.pod_name);
+            self.started.lock().unwrap().push(pod.pod_name.clone());
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            if let Some(gate) = gate {
+                let _ = gate.await;
+            }
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            Ok(AddResult {
+                raw: serde_json::json!({}),
+                ips: Vec::new(),
+            })
+        }
+
+        async fn del(
+            &self,
+            _: &NetworkConfigList,
+            _: &PodNetwork,
+            _: Option<&serde_json::Value>,
+        ) -> Result<(), CniError> {
+            Ok(())
+        }
+    }
+
+    struct Load(AtomicBool);
+
+    impl CpuLoad for Load {
+        fn saturated(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    fn paced(slots: usize, busy: bool) -> (Arc<PacedNetworks>, Arc<Gated>, Arc<Load>) {
+        let gated = Arc::new(Gated::default());
+        let load = Arc::new(Load(AtomicBool::new(busy)));
+        let paced = PacedNetworks::new(gated.clone(), slots, load.clone(), SLOW_ADD);
+        (Arc::new(paced), gated, load)
+    }
+
+    fn network() -> NetworkConfigList {
+        NetworkConfigList {
+            name: "test".into(),
+            cni_version: "1.0.0".into(),
+            plugins: Vec::new(),
+            source: PathBuf::new(),
+        }
+    }
+
+    fn add(paced: &Arc<PacedNetworks>, name: &str) -> tokio::task::JoinHandle<()> {
+        let paced = paced.clone();
+        let pod = PodNetwork {
+            pod_name: name.to_string(),
+            ..PodNetwork::default()
+        };
+        tokio::spawn(async move {
+            paced.add(&network(), &pod).await.unwrap();
+        })
+    }
+
+    /// Waits for an ADD to finish: a pacing that never lets it go fails
+    /// the test instead of hanging it.
+    async fn finished(add: tokio::task::JoinHandle<()>) {
+        tokio::time::timeout(Duration::from_secs(60), add)
+            .await
+            .expect("the ADD was let go")
+            .unwrap();
+    }
+
+    /// Lets every spawned task run as far as it can.
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_the_cpus_are_busy_no_more_adds_run_than_there_are_slots() {
+        let (paced, gated, _) = paced(2, true);
+        let opens: Vec<_> = (0..5).map(|i| gated.gate(&format!("pod-{i}"))).collect();
+        let adds: Vec<_> = (0..5).map(|i| add(&paced, &format!("pod-{i}"))).collect();
+        settle().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(gated.started().len(), 2);
+        for open in opens {
+            let _ = open.send(());
+            settle().await;
+        }
+        for add in adds {
+            finished(add).await;
+        }
+        assert_eq!(gated.most.load(Ordering::SeqCst), 2);
+        assert_eq!(gated.started().len(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_cpu_to_spare_an_add_goes_past_the_slots() {
+        let (paced, gated, load) = paced(1, true);
+        let _first = gated.gate("first");
+        let _second = gated.gate("second");
+        let first = add(&paced, "first");
+        let second = add(&paced, "second");
+        settle().await;
+        assert_eq!(gated.started(), ["first"]);
+        // The waiting one looks again, and goes.
+        load.0.store(false, Ordering::SeqCst);
+        tokio::time::sleep(LOOK_EVERY * 2).await;
+        settle().await;
+        assert_eq!(gated.started(), ["first", "second"]);
+        first.abort();
+        second.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_cpu_to_spare_waiting_adds_go_one_per_look_not_all_at_once() {
+        let (paced, gated, load) = paced(1, true);
+        let names: Vec<_> = (0..4).map(|i| format!("pod-{i}")).collect();
+        let _opens: Vec<_> = names.iter().map(|name| gated.gate(name)).collect();
+        let adds: Vec<_> = names.iter().map(|name| add(&paced, name)).collect();
+        settle().await;
+        assert_eq!(gated.started().len(), 1);
+        load.0.store(false, Ordering::SeqCst);
+        tokio::time::sleep(LOOK_EVERY + Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(gated.started().len(), 2, "one past the slot per look");
+        tokio::time::sleep(LOOK_EVERY * 4).await;
+        settle().await;
+        assert_eq!(gated.started().len(), 4);
+        for add in adds {
+            add.abort();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_add_gives_its_slot_up() {
+        let (paced, gated, _) = paced(1, true);
+        let _stuck = gated.gate("stuck");
+        let stuck = add(&paced, "stuck");
+        let next = add(&paced, "next");
+        settle().await;
+        tokio::time::sleep(SLOW_ADD - Duration::from_millis(100)).await;
+        settle().await;
+        assert_eq!(gated.started(), ["stuck"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        settle().await;
+        finished(next).await;
+        assert!(
+            !stuck.is_finished(),
+            "the stuck ADD still runs, without its slot"
+        );
+        stuck.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_add_frees_its_slot() {
+        let (paced, gated, _) = paced(1, true);
+        let _gone = gated.gate("gone");
+        let gone = add(&paced, "gone");
+        settle().await;
+        let next = add(&paced, "next");
+        settle().await;
+        assert_eq!(gated.started(), ["gone"]);
+        // kubelet gave up on the RunPodSandbox: its future is dropped.
+        gone.abort();
+        settle().await;
+        finished(next).await;
+        assert_eq!(gated.started(), ["gone", "next"]);
+    }
+
+    #[test]
+    fn the_run_queue_is_the_fourth_field_of_loadavg() {
+        assert_eq!(runnable("0.52 0.40 0.31 3/412 91234\n"), Some(3));
+        assert_eq!(runnable("0.52 0.40 0.31"), None);
+        assert_eq!(runnable("0.52 0.40 0.31 x/412 1"), None);
+        assert!(!RunQueue { cpus: usize::MAX }.saturated());
+    }
+}
