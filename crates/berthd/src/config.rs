@@ -209,7 +209,8 @@ pub struct CniConfig {
     /// first (where network add-ons install theirs, as containerd and
     /// CRI-O look), then Debian's packaged plugins.
     pub bin_dirs: Vec<PathBuf>,
-    /// How many ADDs run at once while every CPU is busy; the rest wait
+    /// How many ADDs run at once while every CPU is busy and more than
+    /// four times as many are asked for; the rest wait
     /// (`sandbox/paced_network.rs`). Unset: one per CPU berthd may use;
     /// 0: no pacing.
     pub adds_when_busy: Option<usize>,

@@ -31,7 +31,7 @@ use crate::registry::registry_hosts;
 use crate::root_lock::{RootLock, RootLockError};
 use crate::sandbox::host::{Pinns, PodNetworks};
 use crate::sandbox::metered_network::MeteredNetworks;
-use crate::sandbox::paced_network::{PacedNetworks, RunQueue, SLOW_ADD};
+use crate::sandbox::paced_network::{CpuLoad, CpuPressure, PacedNetworks, RunQueue, SLOW_ADD};
 use crate::sandbox::store::SandboxStore;
 use crate::sandbox::SandboxManager;
 use crate::server::instrument::RpcTraceLayer;
@@ -279,12 +279,13 @@ fn pod_networks(
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     match config.adds_when_busy.unwrap_or(cpus) {
         0 => metered,
-        slots => Arc::new(PacedNetworks::new(
-            metered,
-            slots,
-            Arc::new(RunQueue { cpus }),
-            SLOW_ADD,
-        )),
+        slots => {
+            let load: Arc<dyn CpuLoad> = match CpuPressure::open() {
+                Some(pressure) => Arc::new(pressure),
+                None => Arc::new(RunQueue { cpus }),
+            };
+            Arc::new(PacedNetworks::new(metered, slots, load, SLOW_ADD))
+        }
     }
 }
 

@@ -1,18 +1,23 @@
-//! Paces CNI ADDs while the node's CPUs are all busy. kubelet starts every
-//! new pod's sandbox at once; with a hundred ADDs sharing two CPUs (bridge,
-//! host-local, portmap and the iptables they run), each one takes as long
-//! as all of them, and kubelet's own relist and status writes wait behind
-//! them: no pod runs until nearly all have their network. Run one after
-//! the other, the first pods run within a second and the rest follow.
+//! Paces CNI ADDs when many come at once and the node's CPUs are all busy.
+//! kubelet starts every new pod's sandbox at once; with a hundred ADDs
+//! sharing two CPUs (bridge, host-local, portmap and the iptables they
+//! run), each one takes as long as all of them, and kubelet's own relist
+//! and status writes wait behind them: no pod runs until nearly all have
+//! their network. Run one after the other, the first pods run within a
+//! second and the rest follow.
 //!
-//! Only while the CPUs are busy: a plugin that mostly waits (an IPAM
-//! server, an agent on a socket) costs no CPU, and queueing behind it would
-//! only slow a burst down. An ADD past its slot count goes ahead as soon as
-//! the CPUs are not all busy, and an ADD that has run for [`SLOW_ADD`]
-//! gives its slot up, so a stuck plugin holds no other pod back longer.
-//! DEL is not paced: a pod's teardown never waits behind new pods.
+//! Only for a flood: up to [`FREE_PER_SLOT`] ADDs a slot run at once
+//! freely (a few at a time overlap their waits and finish together sooner
+//! than one after the other would). Only while the CPUs are busy: a plugin
+//! that mostly waits (an IPAM server, an agent on a socket) costs no CPU,
+//! and queueing behind it would only slow a burst down, so a waiting ADD
+//! goes ahead as soon as the CPUs are not all busy, and an ADD that has run
+//! for [`SLOW_ADD`] gives its slot up, so a stuck plugin holds no other pod
+//! back longer. DEL is not paced: a pod's teardown never waits behind new
+//! pods.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +26,9 @@ use berth_network::cni::{AddResult, CniError, NetworkConfigList, PodNetwork};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::host::PodNetworks;
+
+/// How many ADDs a slot lets run at once before new ones wait.
+pub const FREE_PER_SLOT: usize = 4;
 
 /// How long an ADD holds its slot at most: long past what a local plugin
 /// chain takes on a busy node, short beside kubelet's patience.
@@ -36,8 +44,60 @@ pub trait CpuLoad: Send + Sync {
     fn saturated(&self) -> bool;
 }
 
+/// The kernel's CPU pressure (PSI, `/proc/pressure/cpu`): busy when, since
+/// the last look, some task waited for a CPU a tenth of the time or more. Unlike
+/// a count of runnable tasks it also sees the moments every ADD in flight
+/// waits (on exec, netlink, a lock) and a CPU idles.
+pub struct CpuPressure {
+    last: std::sync::Mutex<(std::time::Instant, u64)>,
+}
+
+const PRESSURE: &str = "/proc/pressure/cpu";
+
+impl CpuPressure {
+    /// None where the kernel keeps no pressure figures (PSI off).
+    pub fn open() -> Option<Self> {
+        let total = waited_micros(&std::fs::read_to_string(PRESSURE).ok()?)?;
+        Some(Self {
+            last: std::sync::Mutex::new((std::time::Instant::now(), total)),
+        })
+    }
+}
+
+impl CpuLoad for CpuPressure {
+    fn saturated(&self) -> bool {
+        let Some(total) = std::fs::read_to_string(PRESSURE)
+            .ok()
+            .and_then(|text| waited_micros(&text))
+        else {
+            return true;
+        };
+        let now = std::time::Instant::now();
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (at, before) = *last;
+        *last = (now, total);
+        let span = now.duration_since(at).as_micros();
+        span == 0 || u128::from(total.saturating_sub(before)) * 10 >= span
+    }
+}
+
+/// The microseconds some task waited for a CPU, from the `some` line of
+/// `/proc/pressure/cpu` ("some avg10=0.85 avg60=2.47 avg300=1.76 total=5671").
+fn waited_micros(pressure: &str) -> Option<u64> {
+    pressure
+        .lines()
+        .find(|line| line.starts_with("some "))?
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
 /// The kernel's count of runnable tasks, against the CPUs this process may
-/// use.
+/// use: where there is no CPU pressure to read.
 pub struct RunQueue {
     pub cpus: usize,
 }
@@ -73,10 +133,32 @@ pub struct PacedNetworks {
     slow: Duration,
     /// When a waiting ADD last looked at the CPUs.
     last_look: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// ADDs running or waiting.
+    pending: Arc<AtomicUsize>,
+    /// How many of them run before new ones wait.
+    free: usize,
+}
+
+/// One ADD counted in [`PacedNetworks::pending`] until it ends or is
+/// dropped.
+struct Pending(Arc<AtomicUsize>);
+
+impl Pending {
+    fn enter(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl PacedNetworks {
-    /// `slots` ADDs at once while `load` says the CPUs are busy.
+    /// `slots` ADDs at once while more than [`FREE_PER_SLOT`] times as many
+    /// are asked for and `load` says the CPUs are busy.
     pub fn new(
         inner: Arc<dyn PodNetworks>,
         slots: usize,
@@ -89,16 +171,19 @@ impl PacedNetworks {
             load,
             slow,
             last_look: std::sync::Mutex::new(None),
+            pending: Arc::default(),
+            free: slots.saturating_mul(FREE_PER_SLOT),
         }
     }
 
-    /// A slot, or none when the CPUs have room for one more ADD.
+    /// A slot, or none when few ADDs are pending or the CPUs have room
+    /// for one more.
     async fn admit(&self) -> Option<OwnedSemaphorePermit> {
         loop {
             if let Ok(slot) = self.slots.clone().try_acquire_owned() {
                 return Some(slot);
             }
-            if self.cpu_to_spare() {
+            if self.pending.load(Ordering::SeqCst) <= self.free || self.cpu_to_spare() {
                 return None;
             }
             tokio::select! {
@@ -137,6 +222,7 @@ impl PodNetworks for PacedNetworks {
         network: &NetworkConfigList,
         pod: &PodNetwork,
     ) -> Result<AddResult, CniError> {
+        let _pending = Pending::enter(&self.pending);
         let slot = self.admit().await;
         let add = self.inner.add(network, pod);
         let Some(slot) = slot else {
@@ -278,97 +364,122 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn while_the_cpus_are_busy_no_more_adds_run_than_there_are_slots() {
-        let (paced, gated, _) = paced(2, true);
-        let opens: Vec<_> = (0..5).map(|i| gated.gate(&format!("pod-{i}"))).collect();
-        let adds: Vec<_> = (0..5).map(|i| add(&paced, &format!("pod-{i}"))).collect();
-        settle().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(gated.started().len(), 2);
-        for open in opens {
-            let _ = open.send(());
+    /// Gated ADDs named `{prefix}-{i}`, started in order.
+    async fn gated_adds(
+        paced: &Arc<PacedNetworks>,
+        gated: &Gated,
+        prefix: &str,
+        count: usize,
+    ) -> Vec<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)> {
+        let mut adds = Vec::new();
+        for i in 0..count {
+            let name = format!("{prefix}-{i}");
+            let open = gated.gate(&name);
+            adds.push((open, add(paced, &name)));
             settle().await;
         }
-        for add in adds {
+        adds
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_few_adds_at_once_are_not_paced() {
+        let (paced, gated, _) = paced(1, true);
+        let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT + 1).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        settle().await;
+        assert_eq!(gated.started().len(), FREE_PER_SLOT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_a_flood_while_the_cpus_are_busy_adds_wait_for_a_slot() {
+        let (paced, gated, _) = paced(2, true);
+        let free = 2 * FREE_PER_SLOT;
+        let adds = gated_adds(&paced, &gated, "pod", free + 4).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(gated.started().len(), free);
+        let mut done = Vec::new();
+        for (open, add) in adds {
+            let _ = open.send(());
+            settle().await;
+            done.push(add);
+        }
+        for add in done {
             finished(add).await;
         }
-        assert_eq!(gated.most.load(Ordering::SeqCst), 2);
-        assert_eq!(gated.started().len(), 5);
+        assert_eq!(gated.most.load(Ordering::SeqCst), free);
+        assert_eq!(gated.started().len(), free + 4);
     }
 
     #[tokio::test(start_paused = true)]
     async fn with_cpu_to_spare_an_add_goes_past_the_slots() {
         let (paced, gated, load) = paced(1, true);
-        let _first = gated.gate("first");
-        let _second = gated.gate("second");
-        let first = add(&paced, "first");
-        let second = add(&paced, "second");
-        settle().await;
-        assert_eq!(gated.started(), ["first"]);
+        let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT + 1).await;
+        assert_eq!(gated.started().len(), FREE_PER_SLOT);
         // The waiting one looks again, and goes.
         load.0.store(false, Ordering::SeqCst);
         tokio::time::sleep(LOOK_EVERY * 2).await;
         settle().await;
-        assert_eq!(gated.started(), ["first", "second"]);
-        first.abort();
-        second.abort();
+        assert_eq!(gated.started().len(), FREE_PER_SLOT + 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn with_cpu_to_spare_waiting_adds_go_one_per_look_not_all_at_once() {
         let (paced, gated, load) = paced(1, true);
-        let names: Vec<_> = (0..4).map(|i| format!("pod-{i}")).collect();
-        let _opens: Vec<_> = names.iter().map(|name| gated.gate(name)).collect();
-        let adds: Vec<_> = names.iter().map(|name| add(&paced, name)).collect();
-        settle().await;
-        assert_eq!(gated.started().len(), 1);
+        let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT + 3).await;
+        assert_eq!(gated.started().len(), FREE_PER_SLOT);
         load.0.store(false, Ordering::SeqCst);
         tokio::time::sleep(LOOK_EVERY + Duration::from_millis(1)).await;
         settle().await;
-        assert_eq!(gated.started().len(), 2, "one past the slot per look");
+        assert_eq!(
+            gated.started().len(),
+            FREE_PER_SLOT + 1,
+            "one past the slot per look"
+        );
         tokio::time::sleep(LOOK_EVERY * 4).await;
         settle().await;
-        assert_eq!(gated.started().len(), 4);
-        for add in adds {
-            add.abort();
-        }
+        assert_eq!(gated.started().len(), FREE_PER_SLOT + 3);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_slow_add_gives_its_slot_up() {
         let (paced, gated, _) = paced(1, true);
-        let _stuck = gated.gate("stuck");
-        let stuck = add(&paced, "stuck");
+        // The first takes the slot; the others run free, then one waits.
+        let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT).await;
         let next = add(&paced, "next");
         settle().await;
         tokio::time::sleep(SLOW_ADD - Duration::from_millis(100)).await;
         settle().await;
-        assert_eq!(gated.started(), ["stuck"]);
+        assert!(!gated.started().contains(&"next".to_string()));
         tokio::time::sleep(Duration::from_millis(200)).await;
         settle().await;
         finished(next).await;
-        assert!(
-            !stuck.is_finished(),
-            "the stuck ADD still runs, without its slot"
-        );
-        stuck.abort();
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_add_frees_its_slot() {
         let (paced, gated, _) = paced(1, true);
-        let _gone = gated.gate("gone");
-        let gone = add(&paced, "gone");
+        let mut adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT + 2).await;
+        assert_eq!(gated.started().len(), FREE_PER_SLOT);
+        // kubelet gave up on the first RunPodSandbox, which held the slot:
+        // its future is dropped, and the first waiting ADD takes the slot
+        // (the flood is still on, so the other one still waits).
+        adds.remove(0).1.abort();
         settle().await;
-        let next = add(&paced, "next");
-        settle().await;
-        assert_eq!(gated.started(), ["gone"]);
-        // kubelet gave up on the RunPodSandbox: its future is dropped.
-        gone.abort();
-        settle().await;
-        finished(next).await;
-        assert_eq!(gated.started(), ["gone", "next"]);
+        let started = gated.started();
+        assert_eq!(started.len(), FREE_PER_SLOT + 1, "{started:?}");
+        assert_eq!(
+            started.last().map(String::as_str),
+            Some(format!("pod-{FREE_PER_SLOT}").as_str())
+        );
+    }
+
+    #[test]
+    fn the_time_tasks_waited_is_the_total_of_the_some_line() {
+        let text = "some avg10=0.85 avg60=28.47 avg300=31.76 total=5671755614\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(waited_micros(text), Some(5_671_755_614));
+        assert_eq!(waited_micros("full avg10=0.00 total=3\n"), None);
+        assert_eq!(waited_micros("some avg10=0.85\n"), None);
     }
 
     #[test]
