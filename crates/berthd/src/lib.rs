@@ -45,4 +45,6 @@ pub mod server;
 pub mod state_store;
 pub mod stats_sampler;
 pub mod stream_runtime;
+#[cfg(test)]
+pub(crate) mod test_child;
 pub mod usage_reading;

@@ -242,16 +242,15 @@ mod tests {
 
     /// A user namespace mapping 0..65536 to `HOST`, held by a sleeping
     /// process; killed on drop.
-    struct Userns(std::process::Child);
+    struct Userns(crate::test_child::TestChild);
 
     const HOST: u32 = 1_200_000;
 
     impl Userns {
         fn new() -> Self {
-            let child = std::process::Command::new("unshare")
-                .args(["--user", "sleep", "60"])
-                .spawn()
-                .expect("unshare");
+            let child = crate::test_child::TestChild::spawn(
+                std::process::Command::new("unshare").args(["--user", "sleep", "60"]),
+            );
             let pid = child.id();
             // The child may not have unshared yet: until it has, its maps
             // are the host's, which refuse writing.
@@ -271,13 +270,6 @@ mod tests {
 
         fn path(&self) -> PathBuf {
             PathBuf::from(format!("/proc/{}/ns/user", self.0.id()))
-        }
-    }
-
-    impl Drop for Userns {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
         }
     }
 

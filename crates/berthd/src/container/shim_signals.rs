@@ -241,20 +241,16 @@ impl Drop for SignalWatch {
     }
 }
 
-/// A `sleep` standing in for a shim in the tests, killed and reaped when
-/// dropped, so a failing assertion leaves no process behind.
+/// A `sleep` standing in for a shim in the tests.
 #[cfg(test)]
-pub(super) struct Sleeper(std::process::Child);
+pub(super) struct Sleeper(crate::test_child::TestChild);
 
 #[cfg(test)]
 impl Sleeper {
     pub(super) fn start() -> Self {
-        Self(
-            std::process::Command::new("sleep")
-                .arg("600")
-                .spawn()
-                .unwrap(),
-        )
+        Self(crate::test_child::TestChild::spawn(
+            std::process::Command::new("sleep").arg("600"),
+        ))
     }
 
     pub(super) fn pid(&self) -> u32 {
@@ -286,15 +282,7 @@ impl Sleeper {
 
     /// Ends and reaps it.
     pub(super) fn end(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[cfg(test)]
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        self.end();
+        self.0.end();
     }
 }
 
