@@ -179,15 +179,20 @@ impl PacedNetworks {
     /// A slot, or none when few ADDs are pending or the CPUs have room
     /// for one more.
     async fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        // One place in the slots' queue for the whole wait: slots go first
+        // come, first served (a new Acquire each look would queue again).
+        let queued = self.slots.clone().acquire_owned();
+        tokio::pin!(queued);
         loop {
-            if let Ok(slot) = self.slots.clone().try_acquire_owned() {
-                return Some(slot);
-            }
             if self.pending.load(Ordering::SeqCst) <= self.free || self.cpu_to_spare() {
                 return None;
             }
             tokio::select! {
-                slot = self.slots.clone().acquire_owned() => return slot.ok(),
+                biased;
+                slot = &mut queued => return slot.ok(),
                 () = tokio::time::sleep(LOOK_EVERY) => {}
             }
         }
@@ -411,18 +416,6 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn with_cpu_to_spare_an_add_goes_past_the_slots() {
-        let (paced, gated, load) = paced(1, true);
-        let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT + 1).await;
-        assert_eq!(gated.started().len(), FREE_PER_SLOT);
-        // The waiting one looks again, and goes.
-        load.0.store(false, Ordering::SeqCst);
-        tokio::time::sleep(LOOK_EVERY * 2).await;
-        settle().await;
-        assert_eq!(gated.started().len(), FREE_PER_SLOT + 1);
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn with_cpu_to_spare_waiting_adds_go_one_per_look_not_all_at_once() {
         let (paced, gated, load) = paced(1, true);
         let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT + 3).await;
@@ -438,6 +431,36 @@ mod tests {
         tokio::time::sleep(LOOK_EVERY * 4).await;
         settle().await;
         assert_eq!(gated.started().len(), FREE_PER_SLOT + 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slots_go_first_come_first_served() {
+        let (paced, gated, _) = paced(1, true);
+        let mut adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT).await;
+        // Three wait, one a quarter of a look after the other, and each
+        // looks at the CPUs every LOOK_EVERY from when it came.
+        let step = LOOK_EVERY / 4;
+        let mut waiting = Vec::new();
+        for i in 0..3 {
+            waiting.push(add(&paced, &format!("waiting-{i}")));
+            settle().await;
+            tokio::time::sleep(step).await;
+        }
+        // Just after the first one's third look, before the others' third.
+        tokio::time::sleep(LOOK_EVERY * 3 + step / 2 - step * 3).await;
+        settle().await;
+        assert_eq!(gated.started().len(), FREE_PER_SLOT);
+        // The slot's holder ends: the one that has waited longest goes.
+        let _ = adds.remove(0).0.send(());
+        settle().await;
+        let started = gated.started();
+        assert_eq!(
+            started[FREE_PER_SLOT..],
+            ["waiting-0", "waiting-1", "waiting-2"]
+        );
+        for add in waiting {
+            finished(add).await;
+        }
     }
 
     #[tokio::test(start_paused = true)]
