@@ -6,7 +6,8 @@
 #   scripts/bench/density.sh [--quick] [--keep]
 #
 # For each pod count and each runtime, one after the other (one kubelet on a
-# machine), a fresh one-node cluster on loopback (etcd, kube-apiserver and
+# machine), REPS times with the runtimes' order alternating from one
+# repetition to the next, a fresh one-node cluster on loopback (etcd, kube-apiserver and
 # kubelet v1.37.2 as the Kubernetes stage runs them, scripts/k8s/lib/) with
 # the runtime alone: berthd (release build, log level info) or containerd;
 # the same CNI bridge config, images from one local registry through each
@@ -18,16 +19,21 @@
 #     wall time until the last runs; kubelet's own pod-start SLI
 #     (kubelet_pod_start_sli_duration_seconds from its /metrics), p50/p99
 #     (scripts/bench/node_cost.py);
-#   - at the first pod count only: after 30 s to settle, IDLE seconds of the
+#   - at the first pod count's first repetition only: after 30 s to settle,
+#     IDLE seconds of the
 #     node doing nothing but run them: CPU seconds of the runtime's
 #     processes (daemon, shims, containerd's pause processes) and of
 #     kubelet, and the runtime's memory at the end (RSS, PSS).
+# A pod count's repetitions pool their samples (the per-pod SLI p99 of 110
+# pods three times is that of 330 pod starts), and a single-value metric is
+# their mean: one run's p99 swings by a third from run to run on two cores.
 # The table (scripts/bench/report.py) has containerd, berth and the ratio,
 # and the targets of PERFORMANCE.md's node-density section.
 #
 # Modes: full (default): 110 pods (kubelet's default maxPods) with 300 s
-# idle, then 250; --quick: 20 pods with 60 s idle. BENCH_DENSITY_PODS
-# ("110 250") and BENCH_DENSITY_IDLE (300) override them,
+# idle, then 250, three repetitions each; --quick: 20 pods with 60 s idle,
+# once. BENCH_DENSITY_PODS ("110 250"), BENCH_DENSITY_IDLE (300) and
+# BENCH_DENSITY_REPS (3) override them,
 # BENCH_DENSITY_RUNTIMES ("berth containerd") picks the runtimes,
 # BENCH_SETTLE_SECONDS (120) caps the wait for a quiet machine before each
 # level's pods are created (scripts/lib/settle.sh),
@@ -63,9 +69,11 @@ done
 if [[ "$MODE" == quick ]]; then
   LEVELS="${BENCH_DENSITY_PODS:-20}"
   IDLE="${BENCH_DENSITY_IDLE:-60}"
+  REPS="${BENCH_DENSITY_REPS:-1}"
 else
   LEVELS="${BENCH_DENSITY_PODS:-110 250}"
   IDLE="${BENCH_DENSITY_IDLE:-300}"
+  REPS="${BENCH_DENSITY_REPS:-3}"
 fi
 RUNTIMES="${BENCH_DENSITY_RUNTIMES:-berth containerd}"
 
@@ -211,11 +219,11 @@ EOF
   done
 }
 
-# level RUNTIME PODS IDLE_SECONDS: one cluster, PODS pods, the records.
+# level RUNTIME PODS IDLE_SECONDS REP: one cluster, PODS pods, the records.
 level() {
   local rt="$1" pods="$2" idle="$3" label="$2 pods" endpoint daemon helpers
   RT="$rt"
-  WORK="$base/$rt-$pods"
+  WORK="$base/$rt-$pods-$4"
   mkdir -p "$WORK/logs"
   KUBECTL=("$K8S_BIN/kubectl" --kubeconfig "$WORK/admin.kubeconfig")
   log "$rt, $pods pods: starting etcd, kube-apiserver, the runtime and kubelet"
@@ -285,16 +293,26 @@ level() {
   teardown
 }
 
+# Whichever runtime goes first meets the machine after the other's teardown
+# (or after the build): the order alternates, as in scripts/bench.sh.
+read -r -a order <<<"$RUNTIMES"
+reversed=()
+for ((i = ${#order[@]} - 1; i >= 0; i--)); do reversed+=("${order[i]}"); done
 first=1
 for pods in $LEVELS; do
-  for rt in $RUNTIMES; do
-    idle=0
-    ((first)) && idle="$IDLE"
-    level "$rt" "$pods" "$idle"
+  for ((rep = 1; rep <= REPS; rep++)); do
+    runtimes=("${order[@]}")
+    ((rep % 2 == 0)) && runtimes=("${reversed[@]}")
+    for rt in "${runtimes[@]}"; do
+      idle=0
+      ((first)) && idle="$IDLE"
+      log "$rt, $pods pods: repetition $rep/$REPS"
+      level "$rt" "$pods" "$idle" "$rep"
+    done
+    first=0
   done
-  first=0
 done
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" \
-  --note "mode $MODE, pods $LEVELS, idle $IDLE s; commit $(git -C "$repo" rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M') UTC, load average $load at the end"
+  --note "mode $MODE, pods $LEVELS, $REPS repetition(s), idle $IDLE s; commit $(git -C "$repo" rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M') UTC, load average $load at the end"
