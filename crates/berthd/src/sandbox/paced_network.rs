@@ -467,7 +467,7 @@ mod tests {
     async fn a_slow_add_gives_its_slot_up() {
         let (paced, gated, _) = paced(1, true);
         // The first takes the slot; the others run free, then one waits.
-        let _adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT).await;
+        let adds = gated_adds(&paced, &gated, "pod", FREE_PER_SLOT).await;
         let next = add(&paced, "next");
         settle().await;
         tokio::time::sleep(SLOW_ADD - Duration::from_millis(100)).await;
@@ -476,6 +476,8 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(200)).await;
         settle().await;
         finished(next).await;
+        // Given up, not cut short: the slow ADD still runs.
+        assert!(!adds[0].1.is_finished(), "the slow ADD goes on");
     }
 
     #[tokio::test(start_paused = true)]
