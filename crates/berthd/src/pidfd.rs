@@ -40,10 +40,8 @@ mod tests {
 
     #[test]
     fn a_pidfd_tells_when_its_process_exits() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("100")
-            .spawn()
-            .unwrap();
+        let mut child =
+            crate::test_child::TestChild::spawn(std::process::Command::new("sleep").arg("100"));
         let fd = open(child.id() as i32).expect("a pidfd of a live child");
         assert!(!exited(&fd));
         child.kill().unwrap();

@@ -75,12 +75,12 @@ mod tests {
         // A process named berth-test-proc with `--dir <marker>` among its
         // arguments. It waits in bash's own `read` on the fifo: a forked
         // sleep would match too until it exec'd, and be found beside it.
-        let mut child = std::process::Command::new("bash")
-            .arg("-c")
-            .arg("exec -a berth-test-proc bash -c 'read -t 30 <> \"$1\"' --dir \"$0\"")
-            .arg(&marker)
-            .spawn()
-            .unwrap();
+        let mut child = crate::test_child::TestChild::spawn(
+            std::process::Command::new("bash")
+                .arg("-c")
+                .arg("exec -a berth-test-proc bash -c 'read -t 30 <> \"$1\"' --dir \"$0\"")
+                .arg(&marker),
+        );
         let pid = child.id() as i32;
         let mut found = Vec::new();
         for _ in 0..200 {

@@ -1,7 +1,7 @@
 //! A process a test starts, killed and reaped when dropped, so a failing
 //! assertion leaves no process behind.
 
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 
 pub(crate) struct TestChild(Child);
 
@@ -17,6 +17,11 @@ impl TestChild {
     /// Sends SIGKILL without reaping: the caller decides when it is gone.
     pub(crate) fn kill(&mut self) -> std::io::Result<()> {
         self.0.kill()
+    }
+
+    /// Waits for it to exit, and reaps it.
+    pub(crate) fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.0.wait()
     }
 
     /// Ends and reaps it.

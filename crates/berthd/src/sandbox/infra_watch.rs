@@ -103,13 +103,15 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
-    use std::process::{Child, Command};
+    use std::process::Command;
 
     use super::*;
     use crate::sandbox::process::{identify, start_time};
+    use crate::test_child::TestChild;
 
-    fn sleeper() -> (Child, InfraProcess) {
-        let child = Command::new("sleep").arg("100").spawn().unwrap();
+    /// Killed on drop: a failing assertion leaves no sleep behind.
+    fn sleeper() -> (TestChild, InfraProcess) {
+        let child = TestChild::spawn(Command::new("sleep").arg("100"));
         let process = identify(child.id() as i32).unwrap();
         (child, process)
     }
@@ -130,8 +132,7 @@ mod tests {
         assert!(watches.is_alive(&process, counted));
         assert!(watches.is_alive(&process, counted));
         assert_eq!((reads.get(), watches.kept()), (1, 1));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.end();
         assert!(!watches.is_alive(&process, counted));
         assert_eq!(
             (reads.get(), watches.kept()),
@@ -143,7 +144,7 @@ mod tests {
     #[test]
     fn a_reused_pid_is_not_the_recorded_process() {
         let watches = InfraWatches::new(10);
-        let (mut child, process) = sleeper();
+        let (_child, process) = sleeper();
         assert!(watches.is_alive(&process, by_stat));
         let other = InfraProcess {
             start_time: process.start_time + 1,
@@ -151,8 +152,6 @@ mod tests {
         };
         assert!(!watches.is_alive(&other, by_stat));
         assert_eq!(watches.kept(), 1, "only the live one kept");
-        child.kill().unwrap();
-        child.wait().unwrap();
     }
 
     #[test]
@@ -166,8 +165,7 @@ mod tests {
         assert!(watches.is_alive(&two, by_stat));
         assert_eq!(watches.kept(), 1, "at most one kept");
         for child in [&mut first, &mut second] {
-            child.kill().unwrap();
-            child.wait().unwrap();
+            child.end();
         }
         assert!(!watches.is_alive(&two, by_stat));
     }
@@ -183,13 +181,10 @@ mod tests {
         }
         assert_eq!(watches.kept(), FIRST_PRUNE);
         for child in &mut children {
-            child.kill().unwrap();
-            child.wait().unwrap();
+            child.end();
         }
-        let (mut last, process) = sleeper();
+        let (_last, process) = sleeper();
         assert!(watches.is_alive(&process, by_stat));
         assert_eq!(watches.kept(), 1, "the exited ones went at the prune");
-        last.kill().unwrap();
-        last.wait().unwrap();
     }
 }
