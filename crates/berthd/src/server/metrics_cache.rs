@@ -8,7 +8,7 @@
 //! where each last-seen time sits in them, and a call copies them and
 //! writes its own time there.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cri_api::v1::{ContainerMetrics, Metric, PodSandboxMetrics};
@@ -49,32 +49,27 @@ struct Kept {
     spots: Arc<[Spot]>,
 }
 
-/// How long after a call the answer is built after each pass, before any
-/// call asks (`super::list_pod_sandbox_metrics`): a scrape of kubelet's
-/// `/metrics/cadvisor` every minute, Prometheus' default, finds it built.
-pub(super) const WARM_FOR_NANOS: i64 = 120 * 1_000_000_000;
-
 #[derive(Default)]
 pub(super) struct MetricsCache {
     last: Mutex<Option<(Key, Kept)>>,
-    /// When a call last asked for the answer (nanoseconds since the
-    /// epoch; 0: never).
-    asked_at: AtomicI64,
+    /// Whether a call asked for the answer since berthd started: from then
+    /// on it is built after each pass, before any call asks
+    /// (`super::list_pod_sandbox_metrics`).
+    asked: AtomicBool,
     /// Held while an answer is built: a call that finds none kept does not
     /// build the same 2 MB beside it (`super::list_pod_sandbox_metrics`).
     building: tokio::sync::Mutex<()>,
 }
 
 impl MetricsCache {
-    /// Notes a call's ask at `now`.
-    pub fn asked(&self, now: i64) {
-        self.asked_at.store(now, Ordering::Relaxed);
+    /// Notes that a call asked.
+    pub fn asked(&self) {
+        self.asked.store(true, Ordering::Relaxed);
     }
 
-    /// Whether a call asked within [`WARM_FOR_NANOS`] before `now`.
-    pub fn asked_lately(&self, now: i64) -> bool {
-        let at = self.asked_at.load(Ordering::Relaxed);
-        at != 0 && now.saturating_sub(at) <= WARM_FOR_NANOS
+    /// Whether a call ever asked.
+    pub fn ever_asked(&self) -> bool {
+        self.asked.load(Ordering::Relaxed)
     }
 
     /// Taken while building an answer to keep.
