@@ -46,7 +46,7 @@
 #      pod's containerd-shim-runc-v2), then separately that container frozen
 #      in its cgroup (v1 freezer or v2 cgroup.freeze), while every other
 #      pod's ContainerStatus, ListContainers and ListContainerStats are
-#      polled (30 rounds, 10 of each list a round; stats calls until they
+#      polled (100 rounds, 10 of each list a round; stats calls until they
 #      took 30 s in a phase): p50/p99 against the same poll just before,
 #      and how long the stalled container's own ContainerStatus takes and
 #      what it says. The shim is continued and the cgroup thawed right
@@ -126,7 +126,7 @@ else
   MANY_IMAGES=100 LIST_N=20
   SCALE_LEVELS=(0 100 500) SCALE_N=5
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
-  STALL_LEVEL=110 STALL_ROUNDS=30
+  STALL_LEVEL=110 STALL_ROUNDS=100
   EXEC_N=50
 fi
 EXEC_PODS=8

@@ -7,23 +7,23 @@
 #
 # For each pod count and each runtime, one after the other (one kubelet on a
 # machine), REPS times with the runtimes' order alternating from one
-# repetition to the next, a fresh one-node cluster on loopback (etcd, kube-apiserver and
-# kubelet v1.37.2 as the Kubernetes stage runs them, scripts/k8s/lib/) with
-# the runtime alone: berthd (release build, log level info) or containerd;
-# the same CNI bridge config, images from one local registry through each
-# runtime's mirror, kubelet's defaults but maxPods. The images are pulled
-# first, so no pull is timed. Then:
+# repetition to the next, a fresh one-node cluster on loopback (etcd,
+# kube-apiserver and kubelet v1.37.2 as the Kubernetes stage runs them,
+# scripts/k8s/lib/) with the runtime alone: berthd (release build, log level
+# info) or containerd; the same CNI bridge config, images from one local
+# registry through each runtime's mirror, kubelet's defaults but maxPods.
+# The images are pulled first, so no pull is timed. Then:
 #   - PODS pods (one busybox container each, `sleep`) created at once with
 #     kubectl: each pod's creation to Running and ready as the API server's
 #     watch shows it, p50/p99 (scripts/bench/pod_start.py), and the
 #     wall time until the last runs; kubelet's own pod-start SLI
 #     (kubelet_pod_start_sli_duration_seconds from its /metrics), p50/p99
 #     (scripts/bench/node_cost.py);
-#   - at the first pod count's first repetition only: after 30 s to settle,
-#     IDLE seconds of the
-#     node doing nothing but run them: CPU seconds of the runtime's
-#     processes (daemon, shims, containerd's pause processes) and of
-#     kubelet, and the runtime's memory at the end (RSS, PSS).
+#   - at the first pod count's first repetition only: after 30 s to
+#     settle, IDLE seconds of the node doing nothing but run them: CPU
+#     seconds of the runtime's processes (daemon, shims, containerd's pause
+#     processes) and of kubelet, and the runtime's memory at the end (RSS,
+#     PSS).
 # A pod count's repetitions pool their samples (the per-pod SLI p99 of 110
 # pods three times is that of 330 pod starts), and a single-value metric is
 # their mean: one run's p99 swings by a third from run to run on two cores.
@@ -33,14 +33,14 @@
 # Modes: full (default): 110 pods (kubelet's default maxPods) with 300 s
 # idle, then 250, three repetitions each; --quick: 20 pods with 60 s idle,
 # once. BENCH_DENSITY_PODS ("110 250"), BENCH_DENSITY_IDLE (300) and
-# BENCH_DENSITY_REPS (3) override them,
-# BENCH_DENSITY_RUNTIMES ("berth containerd") picks the runtimes,
-# BENCH_SETTLE_SECONDS (120) caps the wait for a quiet machine before each
-# level's pods are created (scripts/lib/settle.sh),
-# BENCH_DENSITY_BIN a directory with berthd, berth-shim and berth-pinns to
-# run instead of the release build (a check of the script, not a number for
-# the tables), BERTHD_LOG_LEVEL berthd's log filter (info). --keep keeps
-# the work dir (logs of every component, the raw records).
+# BENCH_DENSITY_REPS (3) override them, BENCH_DENSITY_RUNTIMES ("berth
+# containerd") picks the runtimes, BENCH_SETTLE_SECONDS (120) caps the wait
+# for a quiet machine before each level's pods are created
+# (scripts/lib/settle.sh), BENCH_DENSITY_BIN a directory with berthd,
+# berth-shim and berth-pinns to run instead of the release build (a check of
+# the script, not a number for the tables), BERTHD_LOG_LEVEL berthd's log
+# filter (info). --keep keeps the work dir (logs of every component, the raw
+# records).
 #
 # Locks: /run/lock/berth-critest.lock (one kubelet at a time, as the
 # Kubernetes stages take it) and /run/lock/berth-bench.lock (the bench's
