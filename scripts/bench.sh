@@ -34,7 +34,8 @@
 #   7. stats at scale: with 110 and 250 of those pods running in each
 #      runtime, kubelet's stats RPCs (ListPodSandboxStats,
 #      ListContainerStats, ListPodSandboxMetrics; ListContainers and
-#      ListPodSandbox for reference) one after another, each until its
+#      ListPodSandbox for reference) one after another, after one untimed
+#      call of each (kubelet's connection is not new), each until its
 #      calls took 60 s in all at most: p50/p99 per RPC; after them, each
 #      stats answer's encoded size and how long the bench's client takes
 #      to decode those bytes alone; before them, each daemon's cpu time
@@ -46,11 +47,12 @@
 #      pod's containerd-shim-runc-v2), then separately that container frozen
 #      in its cgroup (v1 freezer or v2 cgroup.freeze), while every other
 #      pod's ContainerStatus, ListContainers and ListContainerStats are
-#      polled (100 rounds, 10 of each list a round; stats calls until they
-#      took 30 s in a phase): p50/p99 against the same poll just before,
-#      and how long the stalled container's own ContainerStatus takes and
-#      what it says. The shim is continued and the cgroup thawed right
-#      after (and on exit).
+#      polled (100 rounds starting 300 ms apart, so each poll spans three
+#      of berthd's stats sampler passes; 10 of each list a round; stats
+#      calls until they took 30 s in a phase): p50/p99 against the same
+#      poll just before, and how long the stalled container's own
+#      ContainerStatus takes and what it says. The shim is continued and
+#      the cgroup thawed right after (and on exit).
 #   9. cold pull of an image with one 1.5 GiB layer of incompressible
 #      bytes (scripts/bench/bigimage.py, pushed once per run), directly
 #      from the registry and through berth-throttle-proxy, which limits each
@@ -116,7 +118,7 @@ if [[ "$MODE" == quick ]]; then
   MANY_IMAGES=30 LIST_N=10
   SCALE_LEVELS=(0 20 50) SCALE_N=3
   STATS_LEVELS=(20 50) STATS_N=20 IDLE_SECONDS=20
-  STALL_LEVEL=20 STALL_ROUNDS=20
+  STALL_LEVEL=20 STALL_ROUNDS=20 STALL_EVERY_MS=500
   EXEC_N=20
 else
   REPS="${BENCH_REPS:-3}"
@@ -126,7 +128,7 @@ else
   MANY_IMAGES=100 LIST_N=20
   SCALE_LEVELS=(0 100 500) SCALE_N=5
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
-  STALL_LEVEL=110 STALL_ROUNDS=100
+  STALL_LEVEL=110 STALL_ROUNDS=100 STALL_EVERY_MS=300
   EXEC_N=50
 fi
 EXEC_PODS=8
@@ -572,7 +574,7 @@ stall() {
   IFS=$'\t' read -r id pid dir < <(client "$rt" pick --tag bg) || die "$rt: no container to stall"
   [[ -n "$id" && "$pid" -gt 0 ]] || die "$rt: no running container to stall"
   log "stall ($kind), $rt: polling the other pods, container $id running"
-  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --metric "stall/$kind/none"
+  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "stall/$kind/none"
   if [[ "$kind" == shim ]]; then
     target="$(shim_of "$rt" "$pid" "$dir")" || die "$rt: no shim found for container $id"
     log "stall ($kind), $rt: SIGSTOP to shim $target, polling the other pods"
@@ -584,7 +586,7 @@ stall() {
     FROZEN_FILE="$file" THAW_VALUE="$thaw"
     echo "$freeze" >"$file"
   fi
-  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --metric "stall/$kind/stalled" \
+  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "stall/$kind/stalled" \
     --stalled || status=$?
   resume
   ((status == 0)) || die "polling with a stalled $kind in $rt failed"
@@ -712,7 +714,7 @@ client berth down --tag bg --clients "$CONC_CLIENTS"
 
 notes=(
   "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $("$CONTAINERD_BIN/containerd" --version | awk '{print $3}') + runc $("$CONTAINERD_BIN/runc" --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
-  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection; exec probes $EXEC_N rounds in 1 and in $EXEC_PODS containers at once. Workloads run: ${BENCH_WORKLOADS:-all}."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds ${STALL_EVERY_MS} ms apart; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection; exec probes $EXEC_N rounds in 1 and in $EXEC_PODS containers at once. Workloads run: ${BENCH_WORKLOADS:-all}."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
 [[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"

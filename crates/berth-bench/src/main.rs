@@ -129,7 +129,8 @@ enum Command {
         tag: String,
     },
     /// Polls the status of every running container labelled `tag` but
-    /// `skip`, ListContainers and ListContainerStats, `rounds` times; with
+    /// `skip`, ListContainers and ListContainerStats, `rounds` times, each
+    /// round starting `every_ms` after the one before at the earliest; with
     /// `--stalled`, also times `skip`'s own status once, alongside.
     Poll {
         #[arg(long)]
@@ -138,6 +139,8 @@ enum Command {
         skip: String,
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        #[arg(long, default_value_t = 0)]
+        every_ms: u64,
         #[arg(long)]
         metric: String,
         #[arg(long)]
@@ -205,9 +208,16 @@ async fn run(cli: Cli) -> Result<(), String> {
             tag,
             skip,
             rounds,
+            every_ms,
             metric,
             stalled,
-        } => stats::poll(&cri, &out, &tag, &skip, rounds, &metric, stalled).await,
+        } => {
+            let rounds = stats::Rounds {
+                count: rounds,
+                every: std::time::Duration::from_millis(every_ms),
+            };
+            stats::poll(&cri, &out, &tag, &skip, rounds, &metric, stalled).await
+        }
         Command::Exec {
             tag,
             n,
