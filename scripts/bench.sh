@@ -47,12 +47,15 @@
 #      pod's containerd-shim-runc-v2), then separately that container frozen
 #      in its cgroup (v1 freezer or v2 cgroup.freeze), while every other
 #      pod's ContainerStatus, ListContainers and ListContainerStats are
-#      polled (100 rounds starting 300 ms apart, so each poll spans three
-#      of berthd's stats sampler passes; 10 of each list a round; stats
-#      calls until they took 30 s in a phase): p50/p99 against the same
-#      poll just before, and how long the stalled container's own
-#      ContainerStatus takes and what it says. The shim is continued and
-#      the cgroup thawed right after (and on exit).
+#      polled (60 rounds starting 300 ms apart, so each poll spans about
+#      two of berthd's stats sampler passes; 10 of each list a round; stats
+#      calls until they took 30 s in a poll): p50/p99 against the same
+#      polls without the stall, and how long the stalled container's own
+#      ContainerStatus takes and what it says. Three repetitions of a poll
+#      without the stall and one with it, in alternating order, pooled: a
+#      p99 of one poll hung on whether another process held the cpus for a
+#      few rounds. The shim is continued and the cgroup thawed right after
+#      each stalled poll (and on exit).
 #   9. cold pull of an image with one 1.5 GiB layer of incompressible
 #      bytes (scripts/bench/bigimage.py, pushed once per run), directly
 #      from the registry and through berth-throttle-proxy, which limits each
@@ -67,8 +70,8 @@
 #      p50/p99, and the execs that failed (an exec that takes a second
 #      fails its probe).
 # Quick mode uses fewer repetitions, fewer stored images and fewer other pods
-# (stats with 20 and 50, the stall with 20); the table's header says which
-# counts it used.
+# (stats with 20 and 50, the stall with 20, once); the table's header says
+# which counts it used.
 #
 # It installs what is missing (scripts/install-deps.sh; containerd, ctr, the
 # shim and runc by building them once into /usr/local/lib/berth-containerd/
@@ -84,6 +87,7 @@
 # run together, and 7 and 8 use 6's pods, which run even when 6 is left out),
 # BENCH_SETTLE_SECONDS (the most a settle waits for a quiet machine, 120),
 # BENCH_STATS_LEVELS (workload 7's pod counts, e.g. "250"),
+# BENCH_STALL_REPS (workload 8's repetitions; 3, once in quick mode),
 # BENCH_RUNTIMES ("berth" measures berth alone, e.g. for a profile: no
 # containerd is started and the table has no ratios; default
 # "containerd berth"),
@@ -118,7 +122,7 @@ if [[ "$MODE" == quick ]]; then
   MANY_IMAGES=30 LIST_N=10
   SCALE_LEVELS=(0 20 50) SCALE_N=3
   STATS_LEVELS=(20 50) STATS_N=20 IDLE_SECONDS=20
-  STALL_LEVEL=20 STALL_ROUNDS=20 STALL_EVERY_MS=500
+  STALL_LEVEL=20 STALL_ROUNDS=20 STALL_EVERY_MS=500 STALL_REPS="${BENCH_STALL_REPS:-1}"
   EXEC_N=20
 else
   REPS="${BENCH_REPS:-3}"
@@ -128,7 +132,7 @@ else
   MANY_IMAGES=100 LIST_N=20
   SCALE_LEVELS=(0 100 500) SCALE_N=5
   STATS_LEVELS=(110 250) STATS_N=50 IDLE_SECONDS=30
-  STALL_LEVEL=110 STALL_ROUNDS=100 STALL_EVERY_MS=300
+  STALL_LEVEL=110 STALL_ROUNDS=60 STALL_EVERY_MS=300 STALL_REPS="${BENCH_STALL_REPS:-3}"
   EXEC_N=50
 fi
 EXEC_PODS=8
@@ -568,21 +572,36 @@ shim_of() {
   echo "$pid"
 }
 
-# stall RUNTIME KIND: workload 8 for one runtime, KIND shim or freeze.
+# stall RUNTIME KIND REP: one repetition of workload 8 for one runtime, KIND
+# shim or freeze: a poll without the stall and one with it, in that order
+# in even repetitions and the other way round in odd ones, so that neither
+# phase is always the later one.
 stall() {
-  local rt="$1" kind="$2" id pid dir file freeze thaw target status=0
+  local rt="$1" kind="$2" rep="$3" id pid dir phase
   IFS=$'\t' read -r id pid dir < <(client "$rt" pick --tag bg) || die "$rt: no container to stall"
   [[ -n "$id" && "$pid" -gt 0 ]] || die "$rt: no running container to stall"
-  log "stall ($kind), $rt: polling the other pods, container $id running"
-  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "stall/$kind/none"
+  for phase in $( ((rep % 2 == 0)) && echo none stalled || echo stalled none); do
+    if [[ "$phase" == none ]]; then
+      log "stall ($kind), $rt, repetition $((rep + 1))/$STALL_REPS: polling the other pods, container $id running"
+      client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "stall/$kind/none"
+    else
+      stalled_poll "$rt" "$kind" "$rep" "$id" "$pid" "$dir"
+    fi
+  done
+}
+
+# stalled_poll RUNTIME KIND REP ID PID SHIM_DIR: polls the other pods with
+# container ID's shim stopped or its cgroup frozen, then resumes it.
+stalled_poll() {
+  local rt="$1" kind="$2" rep="$3" id="$4" pid="$5" dir="$6" file freeze thaw target status=0
   if [[ "$kind" == shim ]]; then
     target="$(shim_of "$rt" "$pid" "$dir")" || die "$rt: no shim found for container $id"
-    log "stall ($kind), $rt: SIGSTOP to shim $target, polling the other pods"
+    log "stall ($kind), $rt, repetition $((rep + 1))/$STALL_REPS: SIGSTOP to shim $target, polling the other pods"
     STOPPED_PID="$target"
     kill -STOP "$target"
   else
     read -r file freeze thaw < <(freezer_of "$pid") || die "$rt: no freezer for pid $pid"
-    log "stall ($kind), $rt: freezing $file, polling the other pods"
+    log "stall ($kind), $rt, repetition $((rep + 1))/$STALL_REPS: freezing $file, polling the other pods"
     FROZEN_FILE="$file" THAW_VALUE="$thaw"
     echo "$freeze" >"$file"
   fi
@@ -669,7 +688,9 @@ for level in "${LEVELS[@]}"; do
   fi
   if want 8 && ((level == STALL_LEVEL)); then
     for kind in shim freeze; do
-      for rt in "${RUNTIMES[@]}"; do stall "$rt" "$kind"; done
+      for ((rep = 0; rep < STALL_REPS; rep++)); do
+        for rt in $(order "$rep"); do stall "$rt" "$kind" "$rep"; done
+      done
     done
   fi
 done
@@ -714,7 +735,7 @@ client berth down --tag bg --clients "$CONC_CLIENTS"
 
 notes=(
   "Mode: $MODE ($(date -u +%Y-%m-%d)), $REPS alternating repetitions; containerd $("$CONTAINERD_BIN/containerd" --version | awk '{print $3}') + runc $("$CONTAINERD_BIN/runc" --version | awk 'NR==1 {print $3}'), berth $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at the end."
-  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_ROUNDS polling rounds ${STALL_EVERY_MS} ms apart; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection; exec probes $EXEC_N rounds in 1 and in $EXEC_PODS containers at once. Workloads run: ${BENCH_WORKLOADS:-all}."
+  "Counts: critest $CRITEST_N pods/containers and $CRITEST_IMAGES_N images per run; lifecycle $LIFECYCLE_N and crictl loop $CRICTL_N per repetition; concurrency $CONC_PODS pods, $CONC_CLIENTS clients, $CONC_REPS repetition(s); memory with ${MEM_LEVELS[*]} pods; $MANY_IMAGES stored images for the warm image calls; scaling with ${SCALE_LEVELS[*]} other pods, $SCALE_N lifecycles per repetition; stats with ${STATS_LEVELS[*]} pods, $STATS_N calls of each RPC per repetition; stalled shim/frozen container with $STALL_LEVEL pods, $STALL_REPS repetition(s) of $STALL_ROUNDS polling rounds ${STALL_EVERY_MS} ms apart without and with the stall; one ${BIGPULL_MIB} MiB layer, proxy at $BIGPULL_RATE_MIB MiB/s per connection; exec probes $EXEC_N rounds in 1 and in $EXEC_PODS containers at once. Workloads run: ${BENCH_WORKLOADS:-all}."
 )
 "$PY" "$repo/scripts/bench/report.py" "$RESULTS" "${notes[@]/#/--note=}" | tee "$work/table.md"
 [[ -z "${BENCH_OUT:-}" ]] || cp "$work/table.md" "$BENCH_OUT"

@@ -97,7 +97,7 @@ STALL_RPCS = ["ContainerStatus", "ListContainers", "ListContainerStats"]
 STALL_LIMIT = 1.25
 OWN_STATUS_LIMIT = 2000.0
 STALL_KINDS = {"shim": "one shim SIGSTOPped", "freeze": "one container frozen in its cgroup"}
-STALL_BEFORE = {"shim": "no stall (before the shim's)", "freeze": "no stall (before the freeze)"}
+STALL_BEFORE = {"shim": "no shim stopped", "freeze": "no container frozen"}
 
 
 def stat(samples, name):
@@ -319,7 +319,7 @@ def stall_targets(samples):
         if not any(m.startswith(f"stall/{kind}/") for m, _ in samples):
             continue
         out.extend(["", f"Stall targets ({title}; berth's p99 of every other pod's RPC "
-                        f"over the same poll without it, each ≤ {STALL_LIMIT:.2f}; "
+                        f"over the same polls without it, each ≤ {STALL_LIMIT:.2f}; "
                         f"its own status ≤ {OWN_STATUS_LIMIT / 1000:.0f} s):", ""])
         for rpc in STALL_RPCS:
             ratios = {}

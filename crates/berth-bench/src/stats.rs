@@ -34,9 +34,9 @@ const OWN_STATUS_TIMEOUT: Duration = Duration::from_secs(40);
 /// round gave its p99 from 10 samples in full mode, which was the slowest
 /// call of the ten, a scheduling hiccup on a loaded node rather than a
 /// property of either runtime. A nearest-rank p99 of at most 100 samples is
-/// still their slowest; ten a round over 100 rounds (full mode) give
-/// 1000, so one slow call no longer is the p99 (a whole slow round, ten
-/// calls in a row, still is).
+/// still their slowest; ten a round give 600 in one full-mode poll of 60
+/// rounds, 1800 over bench.sh's three repetitions, so one slow call no
+/// longer is the p99 (one poll's slow round, ten calls in a row, was).
 const LISTS_PER_ROUND: usize = 10;
 /// Once one phase's ListContainerStats calls have taken this long in all,
 /// the rest of its rounds leave them out: a runtime whose stats wait out
