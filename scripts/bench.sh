@@ -583,11 +583,19 @@ stall() {
   for phase in $( ((rep % 2 == 0)) && echo none stalled || echo stalled none); do
     if [[ "$phase" == none ]]; then
       log "stall ($kind), $rt, repetition $((rep + 1))/$STALL_REPS: polling the other pods, container $id running"
-      client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "stall/$kind/none"
+      poll_others "$rt" "$id" "stall/$kind/none"
     else
       stalled_poll "$rt" "$kind" "$rep" "$id" "$pid" "$dir"
     fi
   done
+}
+
+# poll_others RUNTIME ID METRIC [--stalled]: one poll of workload 8, every
+# bg pod but container ID, recorded under METRIC.
+poll_others() {
+  local rt="$1" id="$2" metric="$3"
+  shift 3
+  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "$metric" "$@"
 }
 
 # stalled_poll RUNTIME KIND REP ID PID SHIM_DIR: polls the other pods with
@@ -605,8 +613,7 @@ stalled_poll() {
     FROZEN_FILE="$file" THAW_VALUE="$thaw"
     echo "$freeze" >"$file"
   fi
-  client "$rt" poll --tag bg --skip "$id" --rounds "$STALL_ROUNDS" --every-ms "$STALL_EVERY_MS" --metric "stall/$kind/stalled" \
-    --stalled || status=$?
+  poll_others "$rt" "$id" "stall/$kind/stalled" --stalled || status=$?
   resume
   ((status == 0)) || die "polling with a stalled $kind in $rt failed"
 }

@@ -97,7 +97,7 @@ STALL_RPCS = ["ContainerStatus", "ListContainers", "ListContainerStats"]
 STALL_LIMIT = 1.25
 OWN_STATUS_LIMIT = 2000.0
 STALL_KINDS = {"shim": "one shim SIGSTOPped", "freeze": "one container frozen in its cgroup"}
-STALL_BEFORE = {"shim": "no shim stopped", "freeze": "no container frozen"}
+STALL_NONE = {"shim": "no shim stopped", "freeze": "no container frozen"}
 
 
 def stat(samples, name):
@@ -228,7 +228,7 @@ def main() -> int:
                 name = f"{name.split(' ', 1)[1]}, {name.split(' ', 1)[0]} pods"
             if metric.startswith("stall/"):
                 kind, phase, rpc = metric.split("/", 3)[1:]
-                name = f"{rpc}, {(STALL_KINDS if phase == 'stalled' else STALL_BEFORE).get(kind, kind)}"
+                name = f"{rpc}, {(STALL_KINDS if phase == 'stalled' else STALL_NONE).get(kind, kind)}"
                 said = [reported.get((metric, rt)) for rt in RUNTIMES]
                 if any(said):
                     name += " (reported: " + " / ".join(x or "–" for x in said) + ")"
