@@ -167,10 +167,34 @@ enum Command {
     },
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
-async fn main() {
+fn main() {
     let cli = Cli::parse();
-    if let Err(err) = run(cli).await {
+    // The timed loops that make one call at a time (stats, the stall's
+    // polls) run on one thread: a call's answer then wakes the thread that
+    // waits for it, where a pool handed it from the connection's worker to
+    // the caller's. On a loaded 2-core node each such hand-off waits for a
+    // cpu: in a round of slow calls most of the time was outside the
+    // runtime's handler (2-6 ms at the client, 0.15-0.5 ms in berthd's).
+    // The workloads that run clients side by side keep a pool.
+    let one_caller = matches!(
+        cli.command,
+        Command::Stats { .. } | Command::Poll { .. } | Command::Pick { .. }
+    );
+    let runtime = if one_caller {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+    };
+    let result = match runtime {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(err) => Err(format!("no tokio runtime: {err}")),
+    };
+    if let Err(err) = result {
         eprintln!("berth-bench: {err}");
         std::process::exit(1);
     }
