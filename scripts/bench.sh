@@ -49,8 +49,10 @@
 #      pod's containerd-shim-runc-v2), then separately that container frozen
 #      in its cgroup (v1 freezer or v2 cgroup.freeze), while every other
 #      pod's ContainerStatus, ListContainers and ListContainerStats are
-#      polled (60 rounds starting 300 ms apart, so each poll spans about
-#      two of berthd's stats sampler passes; 10 of each list a round; stats
+#      polled (60 rounds starting 300 ms apart on average, each gap drawn
+#      at random so that they do not fall in step with a periodic stall of
+#      the machine, and each poll spans about two of berthd's stats sampler
+#      passes; 10 of each list a round; stats
 #      calls until they took 30 s in a poll): p50/p99 against the same
 #      polls without the stall, and how long the stalled container's own
 #      ContainerStatus takes and what it says. Three repetitions of a poll
@@ -95,7 +97,11 @@
 # "containerd berth"),
 # BENCH_PERF_DIR (a dir: berthd's cpu profile over each of its stats runs,
 # `perf record` at 999 Hz, kept there as stats-LEVEL-REP.data with a flat
-# report beside it, .txt; needs perf, Debian's linux-perf).
+# report beside it, .txt; needs perf, Debian's linux-perf),
+# BERTHD_LOG_LEVEL (berthd's log filter, default info; its log is
+# berth/berthd.log in the work dir), BENCH_SLOW_MS (workload 8's client
+# prints each polled call slower than that many ms, with its round and
+# wall-clock time).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -324,7 +330,7 @@ mkdir -p "$work/berth/state"
 mount -t tmpfs -o mode=0711 tmpfs "$work/berth/state"
 write_berthd_config "$work/berth/runtime-config.toml" cgroupfs "$work/cni/net.d" "$REGISTRY" "$BIGPULL_MIRROR"
 "$BERTHD" --config "$work/berth/runtime-config.toml" --listen "${SOCK[berth]}" \
-  --root "$work/berth/root" --state "$work/berth/state" \
+  --root "$work/berth/root" --state "$work/berth/state" --log-level "${BERTHD_LOG_LEVEL:-info}" \
   </dev/null >"$work/berth/berthd.log" 2>&1 &
 berthd_pid=$!
 for _ in $(seq 100); do [[ -S "${SOCK[berth]}" ]] && break; sleep 0.1; done

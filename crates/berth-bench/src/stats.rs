@@ -43,10 +43,56 @@ const LISTS_PER_ROUND: usize = 10;
 /// the 10 s timeout for a stopped shim would take 50 minutes otherwise.
 const POLL_STATS_BUDGET: Duration = Duration::from_secs(30);
 
+/// With `BENCH_SLOW_MS` set, each polled call slower than that many
+/// milliseconds is printed with its round and wall-clock time, to be set
+/// against the runtime's own log (berthd's handler times and stats sampler
+/// passes at debug).
+struct SlowCalls {
+    metric: String,
+    over_ms: Option<f64>,
+}
+
+impl SlowCalls {
+    fn from_env(metric: &str) -> Self {
+        Self {
+            metric: metric.to_string(),
+            over_ms: std::env::var("BENCH_SLOW_MS")
+                .ok()
+                .and_then(|value| value.parse().ok()),
+        }
+    }
+
+    fn note(&self, rpc: &str, round: usize, took_ms: f64) {
+        if self.over_ms.is_some_and(|over| took_ms > over) {
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            eprintln!(
+                "berth-bench: {}: slow {rpc} {took_ms:.2} ms in round {round} at {at:.3}",
+                self.metric
+            );
+        }
+    }
+}
+
 /// How many polling rounds, and how far apart their starts are at least.
 pub struct Rounds {
     pub count: usize,
     pub every: Duration,
+}
+
+impl Rounds {
+    /// How long after one round's start the next starts at the soonest:
+    /// `every` on average, drawn between half and one and a half of it.
+    /// Rounds exactly `every` apart fell in step with a stall of this
+    /// machine's that comes every 3 s (every tenth round at 300 ms), so
+    /// that one poll had a slow round every ten and the next none, by the
+    /// phase it happened to start at; spaced at random, every poll meets
+    /// such a stall about as often as it comes.
+    pub fn gap(&self) -> Duration {
+        self.every.mul_f64(0.5 + fastrand::f64())
+    }
 }
 
 fn timed<T>(message: T, timeout: Duration) -> Request<T> {
@@ -282,8 +328,12 @@ pub async fn poll(
     let (mut status, mut list, mut stats) = (Vec::new(), Vec::new(), Vec::new());
     let mut timeouts = 0usize;
     let mut stats_spent = Duration::ZERO;
+    let slow = SlowCalls::from_env(metric);
     // A timed-out call counts at its timeout; any other error fails the run.
-    let mut take = |result: Result<(), Status>, t: Instant, into: &mut Vec<f64>| {
+    let mut take = |result: Result<(), Status>,
+                    t: Instant,
+                    into: &mut Vec<f64>,
+                    (rpc, round): (&str, usize)| {
         match result {
             Ok(()) => {}
             Err(s) if s.code() == Code::DeadlineExceeded || s.code() == Code::Cancelled => {
@@ -291,17 +341,19 @@ pub async fn poll(
             }
             Err(s) => return Err(s.to_string()),
         }
-        into.push(ms(t.elapsed()));
+        let took = ms(t.elapsed());
+        slow.note(rpc, round, took);
+        into.push(took);
         Ok(())
     };
     let mut next_round = Instant::now();
-    for _ in 0..rounds.count {
-        // Rounds `every` apart (or right after the one before, if that took
-        // longer): a poll then spans the same stretch of the runtime's own
-        // periodic work, berthd's stats sampler passes, whether or not a
-        // shim is stalled.
+    for round in 0..rounds.count {
+        // Rounds `every` apart on average (or right after the one before,
+        // if that took longer): a poll then spans the same stretch of the
+        // runtime's own periodic work, berthd's stats sampler passes,
+        // whether or not a shim is stalled.
         tokio::time::sleep_until(next_round.into()).await;
-        next_round = Instant::now() + rounds.every;
+        next_round = Instant::now() + rounds.gap();
         for id in &others {
             let t = Instant::now();
             let r = rt
@@ -314,7 +366,8 @@ pub async fn poll(
                 ))
                 .await
                 .map(drop);
-            take(r, t, &mut status).map_err(|e| format!("ContainerStatus {id}: {e}"))?;
+            take(r, t, &mut status, ("ContainerStatus", round))
+                .map_err(|e| format!("ContainerStatus {id}: {e}"))?;
         }
         for _ in 0..LISTS_PER_ROUND {
             let t = Instant::now();
@@ -327,7 +380,8 @@ pub async fn poll(
                 ))
                 .await
                 .map(drop);
-            take(r, t, &mut list).map_err(|e| format!("ListContainers: {e}"))?;
+            take(r, t, &mut list, ("ListContainers", round))
+                .map_err(|e| format!("ListContainers: {e}"))?;
         }
         for _ in 0..LISTS_PER_ROUND {
             if stats_spent >= POLL_STATS_BUDGET {
@@ -344,7 +398,8 @@ pub async fn poll(
                 .await
                 .map(drop);
             stats_spent += t.elapsed();
-            take(r, t, &mut stats).map_err(|e| format!("ListContainerStats: {e}"))?;
+            take(r, t, &mut stats, ("ListContainerStats", round))
+                .map_err(|e| format!("ListContainerStats: {e}"))?;
         }
     }
     out.write(&format!("{metric}/ContainerStatus"), "ms", &status)?;

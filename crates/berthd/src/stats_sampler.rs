@@ -204,6 +204,7 @@ impl StatsSampler {
     /// containers' cgroups as this pass read them).
     pub async fn sample(&self, source: &dyn UsageSource) {
         let started_at = now_nanos();
+        let clock = std::time::Instant::now();
         let records = source.containers();
         let readings: Vec<(Arc<ContainerRecord>, ContainerReading)> = stream::iter(records)
             .map(|record| async move {
@@ -233,7 +234,7 @@ impl StatsSampler {
             .collect()
             .await;
 
-        let containers = readings
+        let containers: HashMap<String, Arc<ContainerSample>> = readings
             .into_iter()
             .map(|(record, reading)| {
                 let nano_cores = self.rate(&record.id, &reading.cgroup);
@@ -244,7 +245,7 @@ impl StatsSampler {
                 (record.id.clone(), Arc::new(sample))
             })
             .collect();
-        let pods = pods
+        let pods: HashMap<String, Arc<PodSample>> = pods
             .into_iter()
             .map(|(record, reading)| {
                 let nano_cores = self.rate(&record.id, &reading.cgroup);
@@ -257,6 +258,7 @@ impl StatsSampler {
                 )
             })
             .collect();
+        let (container_count, pod_count) = (containers.len(), pods.len());
         let pass = {
             let mut samples = self
                 .samples
@@ -271,6 +273,15 @@ impl StatsSampler {
             };
             pass
         };
+        // When a pass ran and how long it took: a slow call's time can be
+        // set against the passes (`berthd::stats_sampler=debug`).
+        tracing::debug!(
+            pass,
+            containers = container_count,
+            pods = pod_count,
+            took_ms = clock.elapsed().as_secs_f64() * 1e3,
+            "stats sampler pass"
+        );
         self.ended.send_replace(pass);
     }
 
